@@ -1,0 +1,76 @@
+"""tensorplug: ship compiled kernels to every Python array framework.
+
+``import tensorplug`` imports no array framework: adapters look their framework up in
+``sys.modules`` when one of its tensors is passed.
+"""
+
+from __future__ import annotations
+
+from . import _core
+from ._core import Function, Tensor
+from ._context import get_raw_stream, output_framework, use_raw_stream, use_stream
+from ._module import Module, load_module
+from ._registry import (AdapterInfo, AdapterRecord, ExchangeTable, adapters, register_adapter,
+                        registry as _registry, unregister_adapter)
+from ._signature import build as _build_signature
+from ._types import Device
+from .hookspecs import hookimpl
+
+__version__ = "0.1.0"
+
+_core.set_device_class(Device)
+_core.set_signature_builder(_build_signature)
+_core.set_resolver(_registry.resolve)
+
+
+def from_dlpack(obj) -> Tensor:
+    """A :class:`Tensor` sharing the memory of ``obj`` (a tensor of any installed adapter,
+    or a DLPack capsule)."""
+    return _core.from_dlpack(obj)
+
+
+def register_global_func(name: str, f=None, override: bool = False):
+    """Register ``f`` (a Python callable or a compiled Function) under ``name`` in the
+    process-wide registry, where C++ code finds it. Without ``f``, returns a decorator."""
+    if f is None:
+        def decorator(func):
+            _core.register_global_func(name, func, override)
+            return func
+        return decorator
+    _core.register_global_func(name, f, override)
+    return f
+
+
+def get_global_func(name: str, allow_missing: bool = False) -> Function | None:
+    """The global function ``name`` as a callable Function (C++ or Python defined).
+    Raises ValueError when missing unless ``allow_missing``."""
+    func = _core.get_global_func(name)
+    if func is None and not allow_missing:
+        raise ValueError(f"global function '{name}' is not registered")
+    return func
+
+
+def list_global_func_names() -> list[str]:
+    """Sorted names of every registered global function."""
+    return _core.list_global_func_names()
+
+
+def remove_global_func(name: str) -> None:
+    """Remove the global function ``name`` (no error when missing)."""
+    _core.remove_global_func(name)
+
+
+def __getattr__(name: str):
+    # The C++ build helpers import subprocess/hashlib machinery: load on first use.
+    if name == "cpp":
+        from . import cpp
+        return cpp
+    raise AttributeError(f"module 'tensorplug' has no attribute '{name}'")
+
+
+__all__ = [
+    "AdapterInfo", "AdapterRecord", "Device", "ExchangeTable", "Function", "Module", "Tensor",
+    "adapters", "cpp", "from_dlpack", "get_global_func", "get_raw_stream", "hookimpl",
+    "list_global_func_names", "load_module", "output_framework", "register_adapter",
+    "register_global_func", "remove_global_func", "unregister_adapter", "use_raw_stream", "use_stream",
+]

@@ -1,0 +1,248 @@
+"""The adapter registry: pluggy plugins found through entry points.
+
+pluggy is used for discovery and precedence only. The compiled core asks :func:`resolve`
+once per exact Python type and caches the answer; registering or unregistering an adapter
+clears that cache.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+from dataclasses import dataclass, field
+
+import pluggy
+
+from . import _core, hookspecs
+
+ENTRY_POINT_GROUP = "tensorplug.adapters"
+_READ_ONLY_POLICIES = ("never", "always", "numpy")
+
+
+@dataclass(frozen=True)
+class AdapterInfo:
+    """What an adapter says about itself (``tensorplug_adapter_info`` hook).
+
+    ``framework`` is the import name of the framework module (``"torch"``),
+    ``framework_distribution`` the name it is installed under (``"paddlepaddle"``),
+    ``tensor_types`` the qualified names of the types it claims, ``capabilities`` a subset
+    of ``("exchange", "stream", "allocator", "output")`` and ``fast_path`` whether its
+    tables are C tables (True) or built from Python callables (False).
+    """
+
+    name: str
+    framework: str
+    tensor_types: tuple[str, ...] = ()
+    capabilities: tuple[str, ...] = ("exchange", "stream", "allocator", "output")
+    fast_path: bool = True
+    framework_distribution: str | None = None
+    stream_kinds: tuple[str, ...] = ()  # device types whose streams the adapter reports
+
+
+@dataclass(frozen=True)
+class AdapterRecord:
+    """One row of :func:`tensorplug.adapters`."""
+
+    name: str
+    distribution: str | None
+    distribution_version: str | None
+    framework: str | None
+    framework_installed: bool
+    framework_version: str | None
+    tensor_types: tuple[str, ...]
+    capabilities: tuple[str, ...]
+    fast_path: bool | None
+    error: str | None = None
+    plugin: object = field(default=None, repr=False, compare=False)
+
+
+class ExchangeTable:
+    """One DLPack exchange table, as an adapter hands it to the core.
+
+    Build one per tensor type, once, with :meth:`from_capsule` (a C table) or
+    :meth:`from_python` (Python callables, wrapped by the core into a C table).
+    """
+
+    __slots__ = ("adapter", "capsule", "read_only", "python", "complex_check", "_c_table")
+
+    def __init__(self, adapter: str, capsule, *, read_only: str = "never", python: bool = False,
+                 complex_check=None):
+        if read_only not in _READ_ONLY_POLICIES:
+            raise ValueError(f"read_only: expected one of {_READ_ONLY_POLICIES}, got {read_only!r}")
+        self.adapter = adapter
+        self.capsule = capsule
+        self.read_only = read_only
+        self.python = python
+        self.complex_check = complex_check
+        self._c_table = _core.make_adapter_table(capsule, adapter, read_only, python, complex_check)
+
+    @classmethod
+    def from_capsule(cls, capsule, adapter: str, *, read_only: str = "never",
+                     complex_check=None) -> "ExchangeTable":
+        """A table from a ``"dlpack_exchange_api"`` capsule, such as a framework's
+        ``type(x).__dlpack_c_exchange_api__``. ``read_only`` is ``"never"``, ``"always"``
+        (immutable arrays) or ``"numpy"`` (the core's numpy table checks each array).
+        ``complex_check(x)``, if given, runs for complex-valued tensors only and raises to
+        refuse one (torch: conjugate views, whose bit DLPack cannot carry)."""
+        return cls(adapter, capsule, read_only=read_only, complex_check=complex_check)
+
+    @classmethod
+    def from_python(cls, adapter: str, *, from_dlpack, to_dlpack=None, current_stream=None,
+                    allocate=None, read_only: str = "never") -> "ExchangeTable":
+        """A table from Python callables; the path any third party can write.
+
+        - ``from_dlpack(t)``: make a framework tensor from a ``tensorplug.Tensor`` (zero copy),
+          e.g. the framework's own ``from_dlpack``.
+        - ``to_dlpack(x)``: return a DLPack capsule or an object with ``__dlpack__`` for
+          ``x``; default: ``x`` itself (its ``__dlpack__``).
+        - ``current_stream(device_type, device_id)``: the framework's current stream as an
+          int, or None; default: no streams.
+        - ``allocate(shape, dtype, device)``: a new framework tensor (``dtype`` a name like
+          ``"float32"``, ``device`` a ``tensorplug.Device``), used by ``FromEnvAlloc``;
+          default: the adapter cannot allocate.
+        """
+        capsule = _core.make_python_table(to_dlpack, from_dlpack, current_stream, allocate)
+        return cls(adapter, capsule, read_only=read_only, python=True)
+
+    def __repr__(self) -> str:
+        kind = "python" if self.python else "C"
+        return f"<ExchangeTable adapter={self.adapter!r} ({kind} table)>"
+
+
+class _Registry:
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.pm = pluggy.PluginManager("tensorplug")
+        self.pm.add_hookspecs(hookspecs)
+        self.loaded = False
+        self.sources: dict[int, tuple[str | None, str | None]] = {}  # id(plugin) -> (dist, version)
+        self.errors: list[AdapterRecord] = []
+
+    def ensure_loaded(self) -> None:
+        if self.loaded:
+            return
+        with self._lock:
+            if self.loaded:
+                return
+            from importlib.metadata import entry_points
+
+            eps = list(entry_points(group=ENTRY_POINT_GROUP))
+            # First-party adapters first: pluggy asks later registrations first, so any
+            # third-party adapter takes precedence over a built-in one for the same type.
+            eps.sort(key=lambda ep: (_dist_name(ep) != "tensorplug", ep.name))
+            for ep in eps:
+                dist = _dist_name(ep)
+                version = ep.dist.version if ep.dist is not None else None
+                try:
+                    plugin = ep.load()
+                    if self.pm.is_registered(plugin) or self.pm.get_plugin(ep.name) is not None:
+                        continue
+                    self.pm.register(plugin, name=ep.name)
+                except Exception as exc:  # a broken plugin must not break the others
+                    warnings.warn(
+                        f"tensorplug: adapter plugin '{ep.name}' from distribution '{dist}' failed to "
+                        f"load: {type(exc).__name__}: {exc}",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+                    self.errors.append(AdapterRecord(ep.name, dist, version, None, False, None, (), (), None,
+                                                     f"{type(exc).__name__}: {exc}"))
+                    continue
+                self.sources[id(plugin)] = (dist, version)
+            self.loaded = True
+            _core.clear_adapter_cache()
+
+    def resolve(self, tensor_type: type):
+        """Called by the core on the first argument of a new type."""
+        self.ensure_loaded()
+        table = self.pm.hook.tensorplug_exchange_table(tensor_type=tensor_type)
+        if table is None:
+            return None
+        if not isinstance(table, ExchangeTable):
+            raise TypeError(f"tensorplug_exchange_table must return an ExchangeTable or None, got "
+                            f"{type(table).__name__} for {tensor_type.__qualname__}")
+        return table._c_table
+
+    def register(self, plugin, name: str | None = None) -> str:
+        self.ensure_loaded()
+        with self._lock:
+            registered = self.pm.register(plugin, name=name)
+            if registered is None:
+                raise ValueError(f"register_adapter: {plugin!r} is already registered")
+            self.sources.setdefault(id(plugin), (None, None))
+            _core.clear_adapter_cache()
+            return registered
+
+    def unregister(self, plugin) -> None:
+        self.ensure_loaded()
+        with self._lock:
+            if isinstance(plugin, str):
+                found = self.pm.get_plugin(plugin)
+                if found is None:
+                    raise ValueError(f"unregister_adapter: no adapter named {plugin!r}")
+                plugin = found
+            if not self.pm.is_registered(plugin):
+                raise ValueError(f"unregister_adapter: {plugin!r} is not registered")
+            self.pm.unregister(plugin)
+            self.sources.pop(id(plugin), None)
+            _core.clear_adapter_cache()
+
+    def output_table(self, framework: str):
+        self.ensure_loaded()
+        table = self.pm.hook.tensorplug_output_table(framework=framework)
+        if table is None:
+            known = ", ".join(sorted(r.name for r in self.records() if r.error is None))
+            raise ValueError(f"output_framework: no adapter named {framework!r} (adapters: {known})")
+        return table
+
+    def stream_handle(self, stream):
+        self.ensure_loaded()
+        return self.pm.hook.tensorplug_stream_handle(stream=stream)
+
+    def records(self) -> list[AdapterRecord]:
+        self.ensure_loaded()
+        from importlib.metadata import PackageNotFoundError, version
+        from importlib.util import find_spec
+
+        rows = []
+        for impl in self.pm.hook.tensorplug_adapter_info.get_hookimpls():
+            plugin = impl.plugin
+            info = impl.function()
+            dist, dist_version = self.sources.get(id(plugin), (None, None))
+            installed = info.framework in sys.modules or find_spec(info.framework) is not None
+            fw_version = None
+            if installed:
+                try:
+                    fw_version = version(info.framework_distribution or info.framework)
+                except PackageNotFoundError:
+                    fw_version = None
+            rows.append(AdapterRecord(info.name, dist, dist_version, info.framework, installed, fw_version,
+                                      tuple(info.tensor_types), tuple(info.capabilities), info.fast_path,
+                                      None, plugin))
+        rows.reverse()  # registration order: built-ins first
+        return rows + list(self.errors)
+
+
+def _dist_name(ep) -> str | None:
+    return ep.dist.name if getattr(ep, "dist", None) is not None else None
+
+
+registry = _Registry()
+
+
+def register_adapter(plugin, name: str | None = None) -> str:
+    """Register an in-process adapter plugin (an object or module with hookimpls).
+
+    It takes precedence over every adapter registered before it. Returns its name."""
+    return registry.register(plugin, name)
+
+
+def unregister_adapter(plugin) -> None:
+    """Unregister an adapter plugin (the object, or its name)."""
+    registry.unregister(plugin)
+
+
+def adapters() -> list[AdapterRecord]:
+    """Every discovered adapter (built-ins first), and the plugins that failed to load."""
+    return registry.records()

@@ -1,0 +1,223 @@
+"""Compile kernel libraries with the system compiler: ``build`` and ``load_inline``.
+
+Results are cached by a hash of the sources, flags, compiler and tensorplug headers in
+``$TENSORPLUG_CACHE_DIR`` (default ``$XDG_CACHE_HOME/tensorplug`` or
+``~/.cache/tensorplug``), so a kernel is compiled once per content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from . import _core
+from ._module import Module, load_module
+
+
+class BuildError(RuntimeError):
+    """The compiler failed; the message holds the command and the compiler's output."""
+
+
+def include_dir() -> str:
+    """Directory holding ``tensorplug/c_api.h`` and ``tensorplug/tensorplug.h``."""
+    return str(Path(_core.__file__).parent / "include")
+
+
+def lib_dir() -> str:
+    """Directory holding ``libtensorplug.so``."""
+    return str(Path(_core.__file__).parent / "lib")
+
+
+def cmake_dir() -> str:
+    """Directory holding ``tensorplugConfig.cmake``."""
+    return str(Path(_core.__file__).parent / "share" / "cmake" / "tensorplug")
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("TENSORPLUG_CACHE_DIR")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tensorplug"
+
+
+def _compiler(kind: str) -> str:
+    env = {"c": "CC", "c++": "CXX", "cuda": "NVCC"}[kind]
+    default = {"c": "cc", "c++": "c++", "cuda": "nvcc"}[kind]
+    name = os.environ.get(env, default)
+    path = shutil.which(name)
+    if path is None:
+        raise BuildError(f"no {kind} compiler found: '{name}' is not on PATH (set {env})")
+    return path
+
+
+def _source_kind(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix == ".c":
+        return "c"
+    if suffix == ".cu":
+        return "cuda"
+    return "c++"
+
+
+def _headers_digest() -> str:
+    h = hashlib.sha256()
+    for header in sorted(Path(include_dir()).rglob("*.h")):
+        h.update(header.read_bytes())
+    return h.hexdigest()
+
+
+def _run(cmd: list[str], verbose: bool) -> None:
+    if verbose:
+        print(" ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"compilation failed (exit {proc.returncode}):\n$ {' '.join(cmd)}\n"
+                         f"{proc.stderr.strip() or proc.stdout.strip()}")
+
+
+def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=(),
+          include_dirs=(), build_directory=None, verbose: bool = False) -> str:
+    """Compile ``sources`` (C ``.c``, C++ ``.cc/.cpp``, CUDA ``.cu`` paths) into the shared
+    library ``<name>.so`` linked against libtensorplug; returns its path.
+
+    Rebuilt only when the content hash changes. CUDA sources need ``nvcc``."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"build() argument 'name': expected an identifier, got {name!r}")
+    sources = [Path(s) for s in ([sources] if isinstance(sources, (str, os.PathLike)) else sources)]
+    if not sources:
+        raise ValueError("build() argument 'sources': expected at least one source file")
+    for src in sources:
+        if not src.is_file():
+            raise FileNotFoundError(f"build() source not found: {src}")
+    kinds = [_source_kind(s) for s in sources]
+    compilers = {kind: _compiler(kind) for kind in set(kinds)}
+    includes = [include_dir(), *map(str, include_dirs)]
+
+    h = hashlib.sha256()
+    for part in (name, _headers_digest(), str(_core.abi_version()), *compilers.values(),
+                 *extra_cflags, *extra_cuda_cflags, *extra_ldflags, *includes):
+        h.update(part.encode() + b"\0")
+    for src in sources:
+        h.update(src.name.encode() + b"\0" + src.read_bytes())
+    out_dir = Path(build_directory) if build_directory else cache_dir() / f"{name}_{h.hexdigest()[:16]}"
+    target = out_dir / f"{name}.so"
+    if target.exists():
+        return str(target)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    inc_flags = [f"-I{d}" for d in includes]
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+        objects = []
+        for i, (src, kind) in enumerate(zip(sources, kinds)):
+            obj = os.path.join(tmp, f"{i}_{src.stem}.o")
+            if kind == "cuda":
+                cmd = [compilers[kind], "-std=c++17", "-O2", "-Xcompiler", "-fPIC", "-DTENSORPLUG_WITH_CUDA",
+                       *inc_flags, *extra_cuda_cflags, "-c", str(src), "-o", obj]
+            elif kind == "c":
+                cmd = [compilers[kind], "-std=c11", "-O2", "-fPIC", *inc_flags, *extra_cflags, "-c", str(src),
+                       "-o", obj]
+            else:
+                cmd = [compilers[kind], "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", *inc_flags,
+                       *extra_cflags, "-c", str(src), "-o", obj]
+            _run(cmd, verbose)
+            objects.append(obj)
+        linker = compilers.get("c++") or _compiler("c++")
+        ldflags = [f"-L{lib_dir()}", "-ltensorplug", f"-Wl,-rpath,{lib_dir()}"]
+        if "cuda" in kinds:
+            cuda_lib = Path(compilers["cuda"]).resolve().parent.parent / "lib64"
+            ldflags += [f"-L{cuda_lib}", "-lcudart", f"-Wl,-rpath,{cuda_lib}"]
+        tmp_target = os.path.join(tmp, f"{name}.so")
+        _run([linker, "-shared", "-o", tmp_target, *objects, *ldflags, *extra_ldflags], verbose)
+        os.replace(tmp_target, target)  # atomic: concurrent builders see a whole file
+    return str(target)
+
+
+_PARAM_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:\[\s*\])?\s*(?:=.*)?$")
+
+
+def _parameter_names(source: str, func: str) -> list[str] | None:
+    """Parameter names of the C++ function ``func`` defined in ``source`` (best effort)."""
+    match = re.search(rf"\b{re.escape(func)}\s*\(([^()]*(?:\([^()]*\)[^()]*)*)\)\s*(?:const\s*)?(?:noexcept\s*)?\{{",
+                      source)
+    if not match:
+        return None
+    text = match.group(1).strip()
+    if not text or text == "void":
+        return []
+    names, depth, current = [], 0, ""
+    for ch in text + ",":
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            m = _PARAM_NAME.search(current.strip())
+            if not m:
+                return None
+            names.append(m.group(1))
+            current = ""
+        else:
+            current += ch
+    return names
+
+
+def load_inline(name: str, cpp_sources, functions=None, *, cuda_sources=None, extra_cflags=(),
+                extra_cuda_cflags=(), extra_ldflags=(), include_dirs=(), build_directory=None,
+                verbose: bool = False, release_gil: bool = True) -> Module:
+    """Compile C++ source text (and optional CUDA source text) and load it as a Module.
+
+    ``tensorplug/tensorplug.h`` is included for you. With ``functions`` (names of C++
+    functions defined in the sources), ``TENSORPLUG_EXPORT`` wrappers are generated for
+    them, with parameter names read from their definitions; without it the sources
+    export their functions themselves.
+    """
+    if isinstance(cpp_sources, str):
+        cpp_sources = [cpp_sources]
+    if isinstance(cuda_sources, str):
+        cuda_sources = [cuda_sources]
+    cpp_text = "#include <tensorplug/tensorplug.h>\n" + "\n".join(cpp_sources or [])
+    cuda_text = "\n".join(cuda_sources or [])
+    if functions:
+        if isinstance(functions, str):
+            functions = [functions]
+        exports = []
+        for func in functions:
+            names = _parameter_names(cpp_text, func)
+            if names is None and cuda_text:
+                names = _parameter_names(cuda_text, func)
+            quoted = "".join(f', "{n}"' for n in (names or []))
+            exports.append(f"TENSORPLUG_EXPORT({func}, {func}{quoted});")
+        if cuda_text and not all(_parameter_names(cpp_text, f) is not None for f in functions):
+            # Functions defined in CUDA sources are exported from there.
+            cuda_text += "\n" + "\n".join(exports)
+        else:
+            cpp_text += "\n" + "\n".join(exports) + "\n"
+    h = hashlib.sha256((cpp_text + "\0" + cuda_text).encode()).hexdigest()[:16]
+    src_dir = cache_dir() / "sources" / f"{name}_{h}"
+    src_dir.mkdir(parents=True, exist_ok=True)
+    paths = [src_dir / f"{name}.cc"]
+    _write_if_changed(paths[0], cpp_text)
+    if cuda_text:
+        cu = src_dir / f"{name}_cuda.cu"
+        _write_if_changed(cu, "#include <tensorplug/tensorplug.h>\n" + cuda_text)
+        paths.append(cu)
+    path = build(name, paths, extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
+                 extra_ldflags=extra_ldflags, include_dirs=include_dirs, build_directory=build_directory,
+                 verbose=verbose)
+    return load_module(path, release_gil=release_gil)
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+
+
+__all__ = ["BuildError", "build", "load_inline", "include_dir", "lib_dir", "cmake_dir", "cache_dir"]

@@ -1,0 +1,235 @@
+/*
+ * tensorplug/c_api.h -- the stable C ABI of tensorplug.
+ *
+ * Pure C (C11 or C++). A kernel library written against this header alone can be
+ * loaded by tensorplug and called from every Python array framework. libtensorplug
+ * implements it with no Python dependency.
+ *
+ * Conventions
+ * - Functions that can fail return 0 on success and -1 on failure, with the error
+ *   recorded for the calling thread (TPErrorSet / TPErrorGet).
+ * - Exported kernel functions use the packed signature TPPackedFunc and are exported
+ *   from their shared library as `__tensorplug_<name>`. A library may also export the
+ *   signature string `const char __tensorplugsig_<name>[]` (see "Signatures").
+ */
+#ifndef TENSORPLUG_C_API_H_
+#define TENSORPLUG_C_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensorplug/dlpack.h"
+
+/* Bumped on any incompatible change of this header; checked when a library is loaded. */
+#define TENSORPLUG_ABI_VERSION 1
+
+#if defined(_WIN32)
+#define TP_EXPORT __declspec(dllexport)
+#else
+#define TP_EXPORT __attribute__((visibility("default")))
+#endif
+
+#ifdef TENSORPLUG_RUNTIME_BUILD
+#define TP_API TP_EXPORT
+#else
+#define TP_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI version libtensorplug was built with (TENSORPLUG_ABI_VERSION). */
+TP_API int32_t TPGetABIVersion(void);
+
+/* ------------------------------------------------------------------ values ---- */
+
+/* Kind of value a TPAny holds. */
+typedef enum {
+  kTPNone = 0,
+  kTPInt = 1,       /* v_int64 */
+  kTPFloat = 2,     /* v_float64 */
+  kTPBool = 3,      /* v_int64 (0 or 1) */
+  kTPDevice = 4,    /* v_device */
+  kTPDataType = 5,  /* v_dtype */
+  kTPOpaquePtr = 6, /* v_ptr, never owned */
+  kTPRawStr = 7,    /* v_c_str: borrowed NUL-terminated UTF-8 (arguments only) */
+  kTPDLTensorPtr = 8, /* v_dltensor: borrowed view, valid for the call (arguments only) */
+  kTPTensor = 9,    /* v_tensor: an owning DLManagedTensorVersioned* */
+  kTPStr = 10,      /* v_str: an owned TPString* */
+  kTPTuple = 11,    /* v_tuple: an owned TPTuple* */
+  kTPFunction = 12, /* v_func: one reference to a function */
+} TPTypeIndex;
+
+/* TPAny.flags bits. */
+#define TP_ANY_FLAG_READ_ONLY 1u /* kTPDLTensorPtr: the view must not be written */
+
+typedef struct TPFunctionObj* TPFunctionHandle;
+typedef struct TPString TPString;
+typedef struct TPTuple TPTuple;
+
+/*
+ * The 16-byte tagged value of the calling convention.
+ *
+ * Ownership: a TPAny *owns* kTPTensor, kTPStr, kTPTuple and kTPFunction payloads.
+ * - Arguments are lent to the callee for the duration of the call, except kTPTensor
+ *   arguments, which are moved: the callee takes ownership and eventually calls the
+ *   tensor's deleter (also when it fails).
+ * - A result is owned by the caller, who releases it with TPAnyRelease.
+ */
+typedef struct {
+  int32_t type_index; /* a TPTypeIndex */
+  uint32_t flags;     /* TP_ANY_FLAG_* */
+  union {
+    int64_t v_int64;
+    double v_float64;
+    void* v_ptr;
+    const char* v_c_str;
+    DLDevice v_device;
+    DLDataType v_dtype;
+    DLTensor* v_dltensor;
+    DLManagedTensorVersioned* v_tensor;
+    TPString* v_str;
+    TPTuple* v_tuple;
+    TPFunctionHandle v_func;
+  };
+} TPAny;
+
+/* An immutable UTF-8 string (data is NUL-terminated; size excludes the NUL). */
+struct TPString {
+  size_t size;
+  const char* data;
+};
+
+/* A fixed-size sequence of owned values. */
+struct TPTuple {
+  int32_t size;
+  TPAny* items;
+};
+
+/* Release whatever `value` owns and reset it to kTPNone. */
+TP_API void TPAnyRelease(TPAny* value);
+/* A new string holding a copy of data[0:size]; NULL when out of memory. */
+TP_API TPString* TPStringCreate(const char* data, size_t size);
+/* A new tuple of `size` kTPNone items; NULL when out of memory. */
+TP_API TPTuple* TPTupleCreate(int32_t size);
+
+/* ---------------------------------------------------------------- errors ---- */
+
+/*
+ * Record an error for the calling thread. `kind` names the error class; the Python
+ * binding maps ValueError, TypeError, IndexError, KeyError, AttributeError,
+ * NotImplementedError, MemoryError, OverflowError, ZeroDivisionError and RuntimeError to
+ * the Python exceptions of those names; any other kind becomes RuntimeError with the
+ * kind and message kept. Both strings are copied.
+ */
+TP_API void TPErrorSet(const char* kind, const char* message);
+/*
+ * Read the calling thread's error: returns 1 and points *kind / *message at it when one
+ * is recorded (the pointers stay valid until the next TPErrorSet / TPErrorClear on this
+ * thread), else returns 0.
+ */
+TP_API int TPErrorGet(const char** kind, const char** message);
+TP_API void TPErrorClear(void);
+
+/* -------------------------------------------------------------- functions ---- */
+
+/*
+ * The packed calling convention. `self` is the function's closure (NULL for exported
+ * `__tensorplug_<name>` symbols). Returns 0 and fills *result (kTPNone for void), or -1
+ * with an error recorded.
+ */
+typedef int (*TPPackedFunc)(void* self, const TPAny* args, int32_t nargs, TPAny* result);
+
+/*
+ * Signatures. A signature string describes the parameters and result of a packed
+ * function so that callers can check arguments before the call:
+ *     "name:kind;name:kind->result"      e.g. "x:view;y:view;alpha:float->tensor"
+ * Parameter kinds: view (DLTensor*, passed as kTPDLTensorPtr), tensor (owning, passed
+ * as kTPTensor), int, float, bool, str, device, dtype, func, any; a leading '?' marks an
+ * optional value that also accepts None. Result kinds: void, int, float, bool, str,
+ * device, dtype, tensor, tuple, func, any. A function without a signature accepts any
+ * arguments (tensors are passed as views).
+ */
+
+/* Make a function from a closure; `deleter(self)` runs when the last reference goes. */
+TP_API int TPFunctionCreate(void* self, TPPackedFunc call, void (*deleter)(void* self),
+                            const char* signature, TPFunctionHandle* out);
+TP_API void TPFunctionRetain(TPFunctionHandle func);
+TP_API void TPFunctionRelease(TPFunctionHandle func);
+TP_API int TPFunctionCall(TPFunctionHandle func, const TPAny* args, int32_t nargs,
+                          TPAny* result);
+/* The signature string, or NULL when the function has none. */
+TP_API const char* TPFunctionGetSignature(TPFunctionHandle func);
+/* The raw entry point and closure, for callers that call in a loop. */
+TP_API TPPackedFunc TPFunctionGetEntry(TPFunctionHandle func, void** self);
+
+/* --------------------------------------------------------- global registry ---- */
+
+/* Register `func` under `name` (a new reference is kept). Fails if the name is taken
+ * and allow_override is 0. */
+TP_API int TPGlobalFuncRegister(const char* name, TPFunctionHandle func, int allow_override);
+/* Look `name` up: *out is a new reference, or NULL when nothing is registered. */
+TP_API int TPGlobalFuncGet(const char* name, TPFunctionHandle* out);
+/* Remove `name`; returns 0 whether or not it was registered. */
+TP_API int TPGlobalFuncRemove(const char* name);
+/* Call visit(ctx, name) for every registered name, in sorted order. */
+TP_API int TPGlobalFuncListNames(void (*visit)(void* ctx, const char* name), void* ctx);
+
+/* --------------------------------------------------------------------- env ---- */
+
+/*
+ * Current stream of a device for the calling thread (NULL: the device's default
+ * stream). During a call from Python, tensorplug sets it to the calling framework's
+ * current stream.
+ */
+TP_API void* TPEnvGetStream(int32_t device_type, int32_t device_id);
+/* Set the calling thread's current stream of a device; returns the previous one. */
+TP_API void* TPEnvSetStream(int32_t device_type, int32_t device_id, void* stream);
+
+/*
+ * The allocator bound for the calling thread (NULL: the default CPU allocator).
+ * During a call from Python it is the calling framework's allocator.
+ */
+TP_API DLPackManagedTensorAllocator TPEnvGetAllocator(void);
+/* Bind an allocator for the calling thread; returns the previous one. */
+TP_API DLPackManagedTensorAllocator TPEnvSetAllocator(DLPackManagedTensorAllocator alloc);
+/*
+ * Allocate a tensor shaped like `prototype` through the bound allocator (or the default
+ * CPU allocator, which serves kDLCPU only). On failure returns -1 with an error
+ * recorded (kind "MemoryError" when memory ran out).
+ */
+TP_API int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out);
+
+/*
+ * Process-wide key -> value storage that kernel providers share (a handle, a
+ * workspace). Set replaces and destroys an existing value (deleter may be NULL).
+ */
+TP_API int TPEnvStorageSet(const char* key, void* value, void (*deleter)(void* value));
+/* The value stored under `key`, or NULL. */
+TP_API void* TPEnvStorageGet(const char* key);
+/* Remove and destroy the value under `key`; returns 0 whether or not it existed. */
+TP_API int TPEnvStorageErase(const char* key);
+
+/* ----------------------------------------------------------------- modules ---- */
+
+typedef struct TPModuleObj* TPModuleHandle;
+
+/*
+ * Load a kernel library. Fails when the path does not exist, is not a loadable shared
+ * library, or exports no `__tensorplug_` function. Libraries stay mapped for the life
+ * of the process once loaded (tensors they made may outlive the module object).
+ */
+TP_API int TPModuleLoad(const char* path, TPModuleHandle* out);
+TP_API void TPModuleRelease(TPModuleHandle module);
+/* The exported function `name` (its signature attached); *out NULL when missing. */
+TP_API int TPModuleGetFunction(TPModuleHandle module, const char* name, TPFunctionHandle* out);
+/* Call visit(ctx, name) for every exported function name, in sorted order. */
+TP_API int TPModuleListFunctions(TPModuleHandle module,
+                                 void (*visit)(void* ctx, const char* name), void* ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TENSORPLUG_C_API_H_ */

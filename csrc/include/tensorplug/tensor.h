@@ -1,0 +1,554 @@
+/*
+ * tensorplug/tensor.h -- IntArrayView, TensorView (non-owning) and Tensor (owning).
+ */
+#ifndef TENSORPLUG_TENSOR_H_
+#define TENSORPLUG_TENSOR_H_
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <new>
+#include <ostream>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tensorplug/c_api.h"
+#include "tensorplug/dtype.h"
+#include "tensorplug/error.h"
+
+namespace tensorplug {
+
+/*!
+ * \brief A non-owning view of int64 values (a shape or strides): size(), operator[],
+ * begin()/end(). Converts implicitly from std::vector<int64_t>, std::array and braced
+ * lists, so `Tensor::FromEnvAlloc({2, 3}, ...)` works; it must not outlive its source.
+ */
+class IntArrayView {
+ public:
+  constexpr IntArrayView() noexcept = default;
+  constexpr IntArrayView(const int64_t* data, size_t size) noexcept : data_(data), size_(size) {}
+  IntArrayView(const std::vector<int64_t>& values) noexcept  // NOLINT: implicit by design
+      : data_(values.data()), size_(values.size()) {}
+  constexpr IntArrayView(std::initializer_list<int64_t> values) noexcept  // NOLINT
+      : data_(values.begin()), size_(values.size()) {}
+  template <size_t N>
+  constexpr IntArrayView(const std::array<int64_t, N>& values) noexcept  // NOLINT
+      : data_(values.data()), size_(N) {}
+
+  constexpr const int64_t* data() const noexcept { return data_; }
+  constexpr size_t size() const noexcept { return size_; }
+  constexpr bool empty() const noexcept { return size_ == 0; }
+  /*! \brief Unchecked element access. */
+  constexpr const int64_t& operator[](size_t i) const noexcept { return data_[i]; }
+  constexpr const int64_t* begin() const noexcept { return data_; }
+  constexpr const int64_t* end() const noexcept { return data_ + size_; }
+  /*! \brief A copy as a std::vector. */
+  std::vector<int64_t> vec() const { return std::vector<int64_t>(begin(), end()); }
+
+ private:
+  const int64_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+inline bool operator==(IntArrayView a, IntArrayView b) noexcept {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+inline bool operator!=(IntArrayView a, IntArrayView b) noexcept { return !(a == b); }
+
+/*! \brief Prints "[2, 3]". */
+inline std::ostream& operator<<(std::ostream& os, IntArrayView values) {
+  os << '[';
+  for (size_t i = 0; i < values.size(); ++i) os << (i == 0 ? "" : ", ") << values[i];
+  return os << ']';
+}
+
+namespace detail {
+
+/*! \brief Row-major compact strides (in elements); size-0 dims count as 1 so strides stay > 0. */
+inline void FillContiguousStrides(int32_t ndim, const int64_t* shape, int64_t* strides) noexcept {
+  int64_t step = 1;
+  for (int32_t i = ndim - 1; i >= 0; --i) {
+    strides[i] = step;
+    step *= shape[i] > 1 ? shape[i] : 1;
+  }
+}
+
+inline int64_t Numel(const DLTensor& t) noexcept {
+  int64_t n = 1;
+  for (int32_t i = 0; i < t.ndim; ++i) n *= t.shape[i];
+  return n;
+}
+
+/*! \brief Row-major compact, ignoring the strides of size-1 dims (as frameworks do). */
+inline bool IsContiguous(const DLTensor& t) noexcept {
+  if (t.strides == nullptr || Numel(t) == 0) return true;
+  int64_t expected = 1;
+  for (int32_t i = t.ndim - 1; i >= 0; --i) {
+    if (t.shape[i] == 1) continue;
+    if (t.strides[i] != expected) return false;
+    expected *= t.shape[i];
+  }
+  return true;
+}
+
+inline int32_t WrapDim(const DLTensor& t, int64_t dim) {
+  const int64_t n = t.ndim;
+  if (dim < -n || dim >= n) {
+    TENSORPLUG_THROW(IndexError) << "dimension " << dim << " is out of range for a tensor with "
+                                 << n << (n == 1 ? " dimension" : " dimensions");
+  }
+  return static_cast<int32_t>(dim < 0 ? dim + n : dim);
+}
+
+/*! \brief Shared accessors of TensorView and Tensor; Derived provides dltensor() and is_read_only(). */
+template <class Derived>
+class TensorAccessors {
+ public:
+  /*! \brief Number of dimensions (0 for a scalar). */
+  int32_t dim() const { return dl().ndim; }
+  /*! \brief Same as dim(). */
+  int32_t ndim() const { return dl().ndim; }
+  /*! \brief The extents; valid while the tensor is. */
+  IntArrayView sizes() const { return IntArrayView(dl().shape, static_cast<size_t>(dl().ndim)); }
+  /*! \brief Same as sizes(). */
+  IntArrayView shape() const { return sizes(); }
+  /*! \brief Extent of dimension `i`; negative `i` counts from the end. IndexError when out of range. */
+  int64_t size(int64_t i) const { return dl().shape[WrapDim(dl(), i)]; }
+  /*!
+   * \brief Strides in elements. Always filled for a Tensor; for a TensorView whose producer
+   * left strides NULL (a legacy compact tensor) this is empty -- stride(i) works in every case.
+   */
+  IntArrayView strides() const {
+    const DLTensor& t = dl();
+    return t.strides != nullptr ? IntArrayView(t.strides, static_cast<size_t>(t.ndim)) : IntArrayView();
+  }
+  /*! \brief Stride of dimension `i` in elements; negative `i` counts from the end. */
+  int64_t stride(int64_t i) const {
+    const DLTensor& t = dl();
+    const int32_t d = WrapDim(t, i);
+    if (t.strides != nullptr) return t.strides[d];
+    int64_t step = 1;
+    for (int32_t j = t.ndim - 1; j > d; --j) step *= t.shape[j] > 1 ? t.shape[j] : 1;
+    return step;
+  }
+  /*! \brief Number of elements (1 for a scalar). */
+  int64_t numel() const { return Numel(dl()); }
+  /*! \brief Bytes per element. */
+  int64_t element_size() const { return DataTypeBytes(dl().dtype); }
+  /*! \brief Address of element 0 (data + byte_offset). Does not check read-only. */
+  void* data_ptr() const {
+    const DLTensor& t = dl();
+    return static_cast<char*>(t.data) + t.byte_offset;
+  }
+  /*!
+   * \brief data_ptr() as T*. TypeError when T has a DLPack dtype (bool, integers, float,
+   * double, Half, BFloat16) that differs from the tensor's.
+   */
+  template <class T>
+  T* data_ptr() const {
+    CheckElementType<std::remove_cv_t<T>>("data_ptr");
+    return static_cast<T*>(data_ptr());
+  }
+  /*! \brief data_ptr() for writing: ValueError "tensor is read-only" on a read-only tensor. */
+  void* mutable_data_ptr() const {
+    if (static_cast<const Derived*>(this)->is_read_only()) {
+      TENSORPLUG_THROW(ValueError) << "tensor is read-only";
+    }
+    return data_ptr();
+  }
+  /*! \brief mutable_data_ptr() as T*, with data_ptr<T>()'s dtype check. */
+  template <class T>
+  T* mutable_data_ptr() const {
+    CheckElementType<std::remove_cv_t<T>>("mutable_data_ptr");
+    return static_cast<T*>(mutable_data_ptr());
+  }
+  DLDevice device() const { return dl().device; }
+  DLDataType dtype() const { return dl().dtype; }
+  /*! \brief Offset of element 0 from the allocation start, in bytes. */
+  uint64_t byte_offset() const { return dl().byte_offset; }
+  /*! \brief Row-major compact (strides of size-1 dims ignored; empty tensors are contiguous). */
+  bool is_contiguous() const { return IsContiguous(dl()); }
+
+ protected:
+  ~TensorAccessors() = default;
+
+ private:
+  const DLTensor& dl() const {
+    const DLTensor* t = static_cast<const Derived*>(this)->dltensor();
+    if (t == nullptr) TENSORPLUG_THROW(ValueError) << "use of an undefined tensor";
+    return *t;
+  }
+  template <class T>
+  void CheckElementType(const char* accessor) const {
+    if constexpr (DTypeTraits<T>::known) {
+      if (dl().dtype != DTypeTraits<T>::value) {
+        TENSORPLUG_THROW(TypeError) << accessor << "<" << DTypeTraits<T>::value
+                                    << ">() called on a tensor of dtype " << dl().dtype;
+      }
+    } else {
+      (void)accessor;
+    }
+  }
+};
+
+}  // namespace detail
+
+/*!
+ * \brief A non-owning tensor: a `const DLTensor*` plus a read-only flag. Cheap to copy;
+ * valid only while the tensor it views is (for a kernel argument: during the call).
+ */
+class TensorView : public detail::TensorAccessors<TensorView> {
+ public:
+  TensorView() noexcept = default;
+  explicit TensorView(const DLTensor* tensor, bool read_only = false) noexcept
+      : tensor_(tensor), read_only_(read_only) {}
+
+  /*! \brief The viewed DLTensor (NULL when undefined). */
+  const DLTensor* dltensor() const noexcept { return tensor_; }
+  /*! \brief True when the caller lent the tensor read-only: mutable_data_ptr() throws. */
+  bool is_read_only() const noexcept { return read_only_; }
+  bool defined() const noexcept { return tensor_ != nullptr; }
+
+ private:
+  const DLTensor* tensor_ = nullptr;
+  bool read_only_ = false;
+};
+
+namespace detail {
+
+/*! \brief The shared state behind Tensor: a reference count and the owned managed tensor. */
+struct TensorObj {
+  std::atomic<int32_t> ref_count{1};
+  DLManagedTensorVersioned* managed = nullptr;
+  /*! True when this object lives inside managed's own allocation (freed by its deleter). */
+  bool embedded = false;
+};
+
+inline void DestroyTensorObj(TensorObj* obj) noexcept {
+  DLManagedTensorVersioned* managed = obj->managed;
+  if (!obj->embedded) delete obj;
+  if (managed->deleter != nullptr) managed->deleter(managed);
+}
+inline void IncRef(TensorObj* obj) noexcept { obj->ref_count.fetch_add(1, std::memory_order_relaxed); }
+inline void DecRef(TensorObj* obj) noexcept {
+  if (obj->ref_count.fetch_sub(1, std::memory_order_acq_rel) == 1) DestroyTensorObj(obj);
+}
+
+/*!
+ * \brief One allocation for a managed tensor made by tensorplug: its TensorObj, the
+ * DLManagedTensorVersioned (manager_ctx points back here), a payload that owns the data,
+ * and `ndim` shape then `ndim` stride entries right behind the struct.
+ */
+template <class Payload>
+struct ManagedBlock {
+  TensorObj obj;
+  DLManagedTensorVersioned managed{};
+  Payload payload;
+
+  int64_t* dims() noexcept { return reinterpret_cast<int64_t*>(this + 1); }
+
+  static ManagedBlock* New(int32_t ndim, Payload payload) {
+    static_assert(alignof(ManagedBlock) >= alignof(int64_t), "trailing dims must be aligned");
+    static_assert(alignof(ManagedBlock) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "over-aligned payload");
+    void* memory = ::operator new(sizeof(ManagedBlock) + 2 * sizeof(int64_t) * static_cast<size_t>(ndim));
+    return new (memory) ManagedBlock(std::move(payload));
+  }
+  /*! \brief Free the block without releasing what the payload owns. */
+  static void Discard(ManagedBlock* block) noexcept {
+    block->~ManagedBlock();
+    ::operator delete(block);
+  }
+  /*! \brief The DLPack deleter: release the payload, then free the block. */
+  static void Deleter(DLManagedTensorVersioned* managed) noexcept {
+    auto* block = static_cast<ManagedBlock*>(managed->manager_ctx);
+    block->payload.Release(&managed->dl_tensor);
+    Discard(block);
+  }
+
+  /*!
+   * \brief Fill the managed tensor from `like` (data, device, dtype, byte_offset), copying
+   * `shape` and `strides` into the trailing storage (strides computed when NULL).
+   */
+  void Init(const DLTensor& like, const int64_t* shape, const int64_t* strides, uint64_t flags) noexcept {
+    obj.managed = &managed;
+    obj.embedded = true;
+    managed.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    managed.manager_ctx = this;
+    managed.deleter = &ManagedBlock::Deleter;
+    managed.flags = flags;
+    managed.dl_tensor = like;
+    const int32_t n = like.ndim;
+    int64_t* storage = dims();
+    for (int32_t i = 0; i < n; ++i) storage[i] = shape[i];
+    if (strides != nullptr) {
+      for (int32_t i = 0; i < n; ++i) storage[n + i] = strides[i];
+    } else {
+      FillContiguousStrides(n, storage, storage + n);
+    }
+    managed.dl_tensor.shape = storage;
+    managed.dl_tensor.strides = storage + n;
+  }
+
+ private:
+  explicit ManagedBlock(Payload p) : payload(std::move(p)) {}
+};
+
+/*! \brief Payload of a wrapped DLManagedTensorVersioned (one whose strides were NULL). */
+struct VersionedPayload {
+  DLManagedTensorVersioned* inner;
+  void Release(DLTensor*) noexcept {
+    if (inner->deleter != nullptr) inner->deleter(inner);
+  }
+};
+/*! \brief Payload of a wrapped legacy DLManagedTensor. */
+struct LegacyPayload {
+  DLManagedTensor* inner;
+  void Release(DLTensor*) noexcept {
+    if (inner->deleter != nullptr) inner->deleter(inner);
+  }
+};
+/*! \brief Payload of ToDLPackVersioned(): one reference to the exported tensor. */
+struct ExportPayload {
+  TensorObj* source;
+  void Release(DLTensor*) noexcept { DecRef(source); }
+};
+/*! \brief Payload of FromNDAlloc: the allocator object, asked to free the data on release. */
+template <class Alloc>
+struct NDAllocPayload {
+  Alloc alloc;
+  void Release(DLTensor* tensor) noexcept {
+    try {
+      alloc.FreeData(tensor);
+    } catch (...) {  // a deleter cannot report errors; dropping is all that is left
+    }
+  }
+};
+
+inline int32_t CheckShape(IntArrayView shape, const char* where) {
+  if (shape.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    TENSORPLUG_THROW(ValueError) << where << ": too many dimensions";
+  }
+  for (int64_t extent : shape) {
+    if (extent < 0) TENSORPLUG_THROW(ValueError) << where << ": negative extent in shape " << shape;
+  }
+  return static_cast<int32_t>(shape.size());
+}
+
+}  // namespace detail
+
+/*!
+ * \brief An owning, reference-counted tensor. Copies share the tensor (an atomic reference
+ * count); the producer's DLPack deleter runs when the last copy goes. strides() is always
+ * filled (computed for producers that gave NULL).
+ */
+class Tensor : public detail::TensorAccessors<Tensor> {
+ public:
+  Tensor() noexcept = default;
+  Tensor(const Tensor& other) noexcept : obj_(other.obj_) {
+    if (obj_ != nullptr) detail::IncRef(obj_);
+  }
+  Tensor(Tensor&& other) noexcept : obj_(std::exchange(other.obj_, nullptr)) {}
+  Tensor& operator=(const Tensor& other) noexcept {
+    Tensor(other).swap(*this);
+    return *this;
+  }
+  Tensor& operator=(Tensor&& other) noexcept {
+    Tensor(std::move(other)).swap(*this);
+    return *this;
+  }
+  ~Tensor() {
+    if (obj_ != nullptr) detail::DecRef(obj_);
+  }
+  void swap(Tensor& other) noexcept { std::swap(obj_, other.obj_); }
+
+  bool defined() const noexcept { return obj_ != nullptr; }
+  /*! \brief The DLTensor (NULL when undefined). */
+  const DLTensor* dltensor() const noexcept {
+    return obj_ != nullptr ? &obj_->managed->dl_tensor : nullptr;
+  }
+  /*! \brief The producer's DLPACK_FLAG_BITMASK_READ_ONLY flag. */
+  bool is_read_only() const noexcept {
+    return obj_ != nullptr && (obj_->managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  }
+  /*! \brief How many Tensor objects share this tensor (0 when undefined). */
+  int32_t use_count() const noexcept {
+    return obj_ != nullptr ? obj_->ref_count.load(std::memory_order_acquire) : 0;
+  }
+  /*! \brief A non-owning view, valid while this tensor lives. */
+  TensorView view() const noexcept { return TensorView(dltensor(), is_read_only()); }
+  operator TensorView() const noexcept { return view(); }  // NOLINT: a Tensor is usable as a view
+
+  /*!
+   * \brief Allocate a row-major compact tensor through the calling thread's env allocator
+   * (the calling framework's allocator during a call from Python; the default CPU
+   * allocator otherwise). Errors of the allocator are rethrown with their kind.
+   */
+  static Tensor FromEnvAlloc(IntArrayView shape, DLDataType dtype, DLDevice device) {
+    Tensor result = EnvAlloc(shape, nullptr, dtype, device);
+    if (!result.is_contiguous()) {
+      TENSORPLUG_THROW(RuntimeError) << "FromEnvAlloc: the allocator returned a non-contiguous tensor";
+    }
+    return result;
+  }
+  /*!
+   * \brief Allocate with explicit strides (in elements). ValueError when the allocator
+   * cannot honour them (strides of size-1 dims are not compared).
+   */
+  static Tensor FromEnvAlloc(IntArrayView shape, IntArrayView strides, DLDataType dtype,
+                             DLDevice device) {
+    if (strides.size() != shape.size()) {
+      TENSORPLUG_THROW(ValueError) << "FromEnvAlloc: " << strides.size() << " strides for "
+                                   << shape.size() << " dimensions";
+    }
+    Tensor result = EnvAlloc(shape, strides.data(), dtype, device);
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (shape[i] > 1 && result.strides()[i] != strides[i]) {
+        TENSORPLUG_THROW(ValueError) << "FromEnvAlloc: the allocator could not honour strides "
+                                     << strides << " for shape " << shape << " (it returned "
+                                     << result.strides() << ")";
+      }
+    }
+    return result;
+  }
+
+  /*!
+   * \brief Make a row-major compact tensor whose data comes from `alloc`, an object with
+   *   void AllocData(DLTensor* t, ExtraArgs...);  // sets t->data (shape, strides, dtype, device are set)
+   *   void FreeData(DLTensor* t);                 // called once, when the last reference goes
+   * The allocator is moved into the tensor's single allocation with its shape and strides.
+   * MemoryError when AllocData leaves data NULL for a non-empty tensor.
+   */
+  template <class Alloc, class... ExtraArgs>
+  static Tensor FromNDAlloc(Alloc alloc, IntArrayView shape, DLDataType dtype, DLDevice device,
+                            ExtraArgs&&... extra_args) {
+    using Block = detail::ManagedBlock<detail::NDAllocPayload<Alloc>>;
+    const int32_t ndim = detail::CheckShape(shape, "FromNDAlloc");
+    Block* block = Block::New(ndim, detail::NDAllocPayload<Alloc>{std::move(alloc)});
+    block->Init(DLTensor{nullptr, device, ndim, dtype, nullptr, nullptr, 0}, shape.data(), nullptr, 0);
+    DLTensor* tensor = &block->managed.dl_tensor;
+    try {
+      block->payload.alloc.AllocData(tensor, std::forward<ExtraArgs>(extra_args)...);
+    } catch (...) {
+      Block::Discard(block);
+      throw;
+    }
+    if (tensor->data == nullptr && detail::Numel(*tensor) != 0) {
+      Block::Discard(block);
+      TENSORPLUG_THROW(MemoryError) << "FromNDAlloc: the allocator returned no data";
+    }
+    return Tensor(&block->obj);
+  }
+
+  /*!
+   * \brief Take ownership of a legacy (pre-1.0) DLPack tensor; its deleter runs when the
+   * last reference goes (also when this call throws).
+   */
+  static Tensor FromDLPack(DLManagedTensor* tensor) {
+    if (tensor == nullptr) TENSORPLUG_THROW(ValueError) << "FromDLPack: null tensor";
+    return Wrap(detail::LegacyPayload{tensor}, tensor->dl_tensor, 0);
+  }
+  /*!
+   * \brief Take ownership of a versioned DLPack tensor; its deleter runs when the last
+   * reference goes (also when this call throws, e.g. for an unsupported major version).
+   */
+  static Tensor FromDLPackVersioned(DLManagedTensorVersioned* tensor) {
+    if (tensor == nullptr) TENSORPLUG_THROW(ValueError) << "FromDLPackVersioned: null tensor";
+    if (tensor->version.major != DLPACK_MAJOR_VERSION) {
+      const DLPackVersion version = tensor->version;
+      if (tensor->deleter != nullptr) tensor->deleter(tensor);
+      TENSORPLUG_THROW(ValueError) << "FromDLPackVersioned: unsupported DLPack version "
+                                   << version.major << "." << version.minor;
+    }
+    if (tensor->dl_tensor.strides == nullptr && tensor->dl_tensor.ndim > 0) {
+      return Wrap(detail::VersionedPayload{tensor}, tensor->dl_tensor, tensor->flags);
+    }
+    detail::TensorObj* obj = new (std::nothrow) detail::TensorObj();
+    if (obj == nullptr) {
+      if (tensor->deleter != nullptr) tensor->deleter(tensor);
+      throw std::bad_alloc();
+    }
+    obj->managed = tensor;
+    return Tensor(obj);
+  }
+  /*!
+   * \brief A new DLManagedTensorVersioned holding one reference to this tensor (its deleter
+   * drops it); flags carry read-only. The receiver owns it.
+   */
+  DLManagedTensorVersioned* ToDLPackVersioned() const {
+    using Block = detail::ManagedBlock<detail::ExportPayload>;
+    if (obj_ == nullptr) TENSORPLUG_THROW(ValueError) << "ToDLPackVersioned: undefined tensor";
+    const DLManagedTensorVersioned& source = *obj_->managed;
+    Block* block = Block::New(0, detail::ExportPayload{obj_});
+    block->Init(DLTensor{}, nullptr, nullptr, source.flags);
+    block->managed.dl_tensor = source.dl_tensor;  // shape/strides stay the source's: it is kept alive
+    detail::IncRef(obj_);
+    return &block->managed;
+  }
+  /*!
+   * \brief Give up this reference as a DLManagedTensorVersioned the caller owns; the Tensor
+   * becomes undefined. When this is the only reference, the managed tensor itself is
+   * handed over (no allocation); otherwise as ToDLPackVersioned(). NULL when undefined.
+   */
+  DLManagedTensorVersioned* release() {
+    if (obj_ == nullptr) return nullptr;
+    if (obj_->ref_count.load(std::memory_order_acquire) == 1) {
+      detail::TensorObj* obj = std::exchange(obj_, nullptr);
+      DLManagedTensorVersioned* managed = obj->managed;
+      if (!obj->embedded) delete obj;
+      return managed;
+    }
+    DLManagedTensorVersioned* exported = ToDLPackVersioned();
+    detail::DecRef(std::exchange(obj_, nullptr));
+    return exported;
+  }
+
+ private:
+  explicit Tensor(detail::TensorObj* obj) noexcept : obj_(obj) {}
+
+  // Wrap a foreign managed tensor into a block with shape/strides of our own; on failure
+  // the wrapped tensor is released (ownership was taken).
+  template <class Payload>
+  static Tensor Wrap(Payload payload, const DLTensor& tensor, uint64_t flags) {
+    using Block = detail::ManagedBlock<Payload>;
+    Block* block = nullptr;
+    try {
+      block = Block::New(tensor.ndim, payload);
+    } catch (...) {
+      payload.Release(nullptr);
+      throw;
+    }
+    block->Init(tensor, tensor.shape, tensor.strides, flags);
+    return Tensor(&block->obj);
+  }
+
+  static Tensor EnvAlloc(IntArrayView shape, const int64_t* strides, DLDataType dtype,
+                         DLDevice device) {
+    DLTensor prototype{nullptr, device, detail::CheckShape(shape, "FromEnvAlloc"), dtype,
+                       const_cast<int64_t*>(shape.data()), const_cast<int64_t*>(strides), 0};
+    DLManagedTensorVersioned* out = nullptr;
+    if (TPEnvAllocTensor(&prototype, &out) != 0) detail::ThrowLastError();
+    if (out == nullptr) TENSORPLUG_THROW(RuntimeError) << "FromEnvAlloc: the allocator returned no tensor";
+    Tensor result = FromDLPackVersioned(out);
+    if (result.sizes() != shape || result.dtype() != dtype || result.device() != device) {
+      TENSORPLUG_THROW(RuntimeError)
+          << "FromEnvAlloc: asked for " << dtype << shape << " on " << device
+          << ", the allocator returned " << result.dtype() << result.sizes() << " on "
+          << result.device();
+    }
+    return result;
+  }
+
+  detail::TensorObj* obj_ = nullptr;
+};
+
+}  // namespace tensorplug
+
+#endif  // TENSORPLUG_TENSOR_H_

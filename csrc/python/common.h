@@ -1,0 +1,118 @@
+// Shared declarations of the Python extension (_core).
+#pragma once
+#include <Python.h>
+
+#include <cstdint>
+#include <string>
+
+#include "tensorplug/c_api.h"
+
+namespace tensorplug::py {
+
+// ---------------------------------------------------------------- adapters ----
+// How the core tells whether an imported tensor may be written.
+enum class ReadOnlyPolicy : int32_t {
+  kNever = 0,   // the framework's tensors are mutable
+  kAlways = 1,  // immutable arrays (jax)
+  kProbe = 2,   // ask is_read_only(obj) per object (numpy's WRITEABLE flag)
+};
+
+// One resolved exchange table. Created once per (adapter, table) and never freed:
+// cached types, live tensors and bound allocators may point at it.
+struct AdapterTable {
+  const DLPackExchangeAPI* api = nullptr;
+  PyObject* owner = nullptr;  // keeps `api` alive (a capsule)
+  PyObject* name = nullptr;   // adapter name (str)
+  ReadOnlyPolicy read_only = ReadOnlyPolicy::kNever;
+  int (*is_read_only)(PyObject* obj) = nullptr;
+  // Called with each complex-valued tensor before it enters a kernel; raises to refuse it
+  // (torch's exporter drops the conjugate bit, which only complex tensors carry).
+  PyObject* complex_check = nullptr;
+  // Set for tables built from Python callables: their C functions find the callables
+  // through tls_python_table, set by the core before each use.
+  struct PythonTable* python = nullptr;
+};
+
+// Adapter of an object's exact type; nullptr (no Python error) when no adapter claims it,
+// nullptr with a Python error set when resolution failed.
+AdapterTable* LookupAdapter(PyTypeObject* type);
+// Wrap a "dlpack_exchange_api" capsule, checking its version (walks prev_api).
+AdapterTable* TableFromCapsule(PyObject* capsule, PyObject* name, ReadOnlyPolicy policy,
+                               int (*is_read_only)(PyObject*));
+// The table the python trampolines use; set around each call into a python table.
+AdapterTable*& ActivePythonTable();
+// Scoped selection of the active python table (no-op for C tables).
+struct PythonTableScope {
+  AdapterTable* saved;
+  bool active;
+  explicit PythonTableScope(AdapterTable* table)
+      : saved(nullptr), active(table && table->python) {
+    if (active) {
+      saved = ActivePythonTable();
+      ActivePythonTable() = table;
+    }
+  }
+  ~PythonTableScope() {
+    if (active) ActivePythonTable() = saved;
+  }
+};
+
+// ------------------------------------------------------------------ errors ----
+// Raise the calling thread's TPError as the matching Python exception; returns nullptr.
+PyObject* RaiseFromTPError();
+// Record the current Python exception as the thread's TPError (kind = exception type
+// name) and keep the exception object so the outer boundary re-raises it unchanged.
+void TPErrorFromPython();
+// Used by C callbacks that receive an error_ctx/SetError pair.
+void SetErrorViaTP(void* ctx, const char* kind, const char* message);
+
+// ----------------------------------------------------------- tensors/values ----
+extern PyTypeObject* TensorType;
+extern PyTypeObject* FunctionType;
+// A new tensorplug.Tensor owning `managed` (taken even on failure).
+PyObject* TensorFromManaged(DLManagedTensorVersioned* managed);
+// Borrowed managed tensor of a tensorplug.Tensor.
+DLManagedTensorVersioned* TensorManaged(PyObject* tensor);
+// The core's own table for tensorplug.Tensor.
+AdapterTable* CoreTensorTable();
+// The numpy table (numpy must already be imported).
+const DLPackExchangeAPI* NumpyExchangeAPI();
+int NumpyIsReadOnly(PyObject* obj);
+
+// Owning managed tensor from a DLPack capsule (versioned or legacy); marks it used.
+int ManagedFromCapsule(PyObject* capsule, DLManagedTensorVersioned** out);
+// A "dltensor_versioned" capsule owning `managed`.
+PyObject* CapsuleFromManaged(DLManagedTensorVersioned* managed);
+
+// A new Python Function object around `func` (a new reference is taken).
+PyObject* FunctionFromHandle(TPFunctionHandle func, PyObject* name, bool release_gil);
+// Python object for a result value; the value's payload is consumed.
+PyObject* ValueToPython(TPAny* value, AdapterTable* output);
+// TPAny for a Python object returned by a Python callback (owning).
+int PythonToValue(PyObject* obj, TPAny* out);
+
+// Device/dtype conversions shared with Python helpers.
+PyObject* DeviceToPython(DLDevice device);
+PyObject* DTypeToPython(DLDataType dtype);
+bool DTypeFromString(const char* s, DLDataType* out);
+bool DeviceFromString(const char* s, DLDevice* out);
+const char* DeviceTypeName(int32_t device_type);
+int32_t DeviceTypeFromName(const std::string& name);
+
+// ------------------------------------------------- per-thread call scratch ----
+// Stack-like arena for data that must live until the current call returns (element
+// strides of numpy views). The call frame records a mark and rewinds to it.
+struct ScratchMark {
+  int32_t block;
+  int32_t offset;
+};
+ScratchMark ScratchSave();
+void ScratchRestore(ScratchMark mark);
+int64_t* ScratchAlloc(int32_t count);
+
+// ------------------------------------------------------ call overrides (TLS) ----
+// Explicit use_stream/use_raw_stream/output_framework contexts of the calling thread.
+bool HasStreamOverride(int32_t device_type, int32_t device_id);
+AdapterTable* OutputOverride();
+
+}  // namespace tensorplug::py

@@ -1,0 +1,236 @@
+// The numpy exchange table, provided by the core: numpy has no DLPack C exchange API, and
+// its __dlpack__ costs a capsule and a heap allocation per call. This table reads the
+// array struct directly (numpy's stable C ABI) and is used exactly like a framework's own.
+#define PY_ARRAY_UNIQUE_SYMBOL tensorplug_ARRAY_API
+#define NPY_NO_DEPRECATED_API NPY_2_0_API_VERSION
+#include "common.h"
+
+#include <numpy/arrayobject.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+static_assert(sizeof(npy_intp) == sizeof(int64_t), "DLPack shapes alias numpy's dims");
+
+namespace tensorplug::py {
+
+namespace {
+
+bool g_numpy_ready = false;
+
+bool DTypeOfDescr(PyArray_Descr* descr, DLDataType* out) {
+  if (!PyArray_ISNBO(descr->byteorder)) return false;
+  switch (descr->type_num) {
+    case NPY_BOOL: *out = {kDLBool, 8, 1}; return true;
+    case NPY_INT8: *out = {kDLInt, 8, 1}; return true;
+    case NPY_INT16: *out = {kDLInt, 16, 1}; return true;
+    case NPY_INT32: *out = {kDLInt, 32, 1}; return true;
+    case NPY_LONG: case NPY_LONGLONG: *out = {kDLInt, 64, 1}; return true;
+    case NPY_UINT8: *out = {kDLUInt, 8, 1}; return true;
+    case NPY_UINT16: *out = {kDLUInt, 16, 1}; return true;
+    case NPY_UINT32: *out = {kDLUInt, 32, 1}; return true;
+    case NPY_ULONG: case NPY_ULONGLONG: *out = {kDLUInt, 64, 1}; return true;
+    case NPY_HALF: *out = {kDLFloat, 16, 1}; return true;
+    case NPY_FLOAT: *out = {kDLFloat, 32, 1}; return true;
+    case NPY_DOUBLE: *out = {kDLFloat, 64, 1}; return true;
+    case NPY_CFLOAT: *out = {kDLComplex, 64, 1}; return true;
+    case NPY_CDOUBLE: *out = {kDLComplex, 128, 1}; return true;
+    default: break;
+  }
+  // ml_dtypes registers bfloat16 as a user dtype.
+  if (descr->typeobj && std::strcmp(descr->typeobj->tp_name, "bfloat16") == 0) {
+    *out = {kDLBfloat, 16, 1};
+    return true;
+  }
+  return false;
+}
+
+PyArray_Descr* DescrOfDType(DLDataType dtype) {
+  if (dtype.lanes != 1) return nullptr;
+  int type_num = -1;
+  switch (dtype.code) {
+    case kDLBool: type_num = NPY_BOOL; break;
+    case kDLInt:
+      type_num = dtype.bits == 8 ? NPY_INT8 : dtype.bits == 16 ? NPY_INT16 : dtype.bits == 32 ? NPY_INT32 : dtype.bits == 64 ? NPY_INT64 : -1;
+      break;
+    case kDLUInt:
+      type_num = dtype.bits == 8 ? NPY_UINT8 : dtype.bits == 16 ? NPY_UINT16 : dtype.bits == 32 ? NPY_UINT32 : dtype.bits == 64 ? NPY_UINT64 : -1;
+      break;
+    case kDLFloat:
+      type_num = dtype.bits == 16 ? NPY_HALF : dtype.bits == 32 ? NPY_FLOAT : dtype.bits == 64 ? NPY_DOUBLE : -1;
+      break;
+    case kDLComplex: type_num = dtype.bits == 64 ? NPY_CFLOAT : dtype.bits == 128 ? NPY_CDOUBLE : -1; break;
+    default: break;
+  }
+  return type_num < 0 ? nullptr : PyArray_DescrFromType(type_num);
+}
+
+int UnsupportedDType(PyArrayObject* arr) {
+  PyErr_Format(PyExc_BufferError, "numpy dtype %R has no DLPack equivalent", reinterpret_cast<PyObject*>(PyArray_DESCR(arr)));
+  return -1;
+}
+
+int NumpyView(void* obj, DLTensor* out) {
+  auto* arr = static_cast<PyArrayObject*>(obj);
+  if (!DTypeOfDescr(PyArray_DESCR(arr), &out->dtype)) return UnsupportedDType(arr);
+  const int ndim = PyArray_NDIM(arr);
+  const npy_intp itemsize = PyArray_ITEMSIZE(arr);
+  const npy_intp* byte_strides = PyArray_STRIDES(arr);
+  int64_t* strides = nullptr;
+  if (ndim > 0) {
+    // numpy strides are in bytes; DLPack's in elements. The converted copy lives in the
+    // call frame's scratch arena until the call returns.
+    strides = ScratchAlloc(ndim);
+    for (int i = 0; i < ndim; ++i) {
+      if (byte_strides[i] % itemsize != 0) {
+        PyErr_SetString(PyExc_BufferError, "numpy array strides are not a multiple of the item size");
+        return -1;
+      }
+      strides[i] = byte_strides[i] / itemsize;
+    }
+  }
+  out->data = PyArray_DATA(arr);
+  out->device = {kDLCPU, 0};
+  out->ndim = ndim;
+  out->shape = reinterpret_cast<int64_t*>(PyArray_DIMS(arr));
+  out->strides = strides;
+  out->byte_offset = 0;
+  return 0;
+}
+
+// Owning export: one allocation holds the header, shape and strides; the array is kept.
+void NumpyDeleter(DLManagedTensorVersioned* self) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  Py_DECREF(static_cast<PyObject*>(self->manager_ctx));
+  PyGILState_Release(gil);
+  std::free(self);
+}
+
+int NumpyManaged(void* obj, DLManagedTensorVersioned** out) {
+  auto* arr = static_cast<PyArrayObject*>(obj);
+  const int ndim = PyArray_NDIM(arr);
+  auto* managed = static_cast<DLManagedTensorVersioned*>(
+      std::malloc(sizeof(DLManagedTensorVersioned) + sizeof(int64_t) * 2 * ndim));
+  if (!managed) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  ScratchMark mark = ScratchSave();
+  int rc = NumpyView(obj, &managed->dl_tensor);
+  if (rc == 0) {
+    auto* shape = reinterpret_cast<int64_t*>(managed + 1);
+    int64_t* strides = shape + ndim;
+    for (int i = 0; i < ndim; ++i) {
+      shape[i] = managed->dl_tensor.shape[i];
+      strides[i] = managed->dl_tensor.strides[i];
+    }
+    managed->dl_tensor.shape = ndim ? shape : nullptr;
+    managed->dl_tensor.strides = ndim ? strides : nullptr;
+    managed->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    managed->manager_ctx = Py_NewRef(static_cast<PyObject*>(obj));
+    managed->deleter = NumpyDeleter;
+    managed->flags = PyArray_ISWRITEABLE(arr) ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
+    *out = managed;
+  } else {
+    std::free(managed);
+  }
+  ScratchRestore(mark);
+  return rc;
+}
+
+void BaseCapsuleDestructor(PyObject* capsule) {
+  auto* managed = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "tensorplug.numpy_base"));
+  if (managed && managed->deleter) managed->deleter(managed);
+}
+
+int NumpyToObject(DLManagedTensorVersioned* managed, void** out) {
+  if (managed->deleter == NumpyDeleter) {  // an array we exported or allocated: give it back
+    *out = Py_NewRef(static_cast<PyObject*>(managed->manager_ctx));
+    NumpyDeleter(managed);
+    return 0;
+  }
+  const DLTensor& t = managed->dl_tensor;
+  PyArray_Descr* descr = nullptr;
+  if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost) {
+    PyErr_Format(PyExc_BufferError, "numpy cannot hold a tensor on device type %d", int(t.device.device_type));
+  } else if (!(descr = DescrOfDType(t.dtype))) {
+    PyErr_SetString(PyExc_BufferError, "numpy has no dtype for this tensor");
+  }
+  if (!descr) {
+    if (managed->deleter) managed->deleter(managed);
+    return -1;
+  }
+  npy_intp byte_strides[NPY_MAXDIMS];
+  const npy_intp itemsize = PyDataType_ELSIZE(descr);
+  for (int i = 0; i < t.ndim; ++i) byte_strides[i] = t.strides[i] * itemsize;
+  int flags = (managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY) ? 0 : NPY_ARRAY_WRITEABLE;
+  PyObject* arr = PyArray_NewFromDescr(&PyArray_Type, descr, t.ndim, reinterpret_cast<npy_intp*>(t.shape),
+                                       byte_strides, static_cast<char*>(t.data) + t.byte_offset, flags, nullptr);
+  PyObject* base = arr ? PyCapsule_New(managed, "tensorplug.numpy_base", BaseCapsuleDestructor) : nullptr;
+  if (!base) {
+    Py_XDECREF(arr);
+    if (managed->deleter) managed->deleter(managed);
+    return -1;
+  }
+  if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(arr), base) < 0) {  // steals base
+    Py_DECREF(arr);
+    return -1;
+  }
+  *out = arr;
+  return 0;
+}
+
+int NumpyAllocate(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                  void (*set_error)(void*, const char*, const char*)) {
+  if (prototype->device.device_type != kDLCPU) {
+    set_error(error_ctx, "ValueError", "numpy can only allocate tensors on the cpu");
+    return -1;
+  }
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int rc = -1;
+  PyArray_Descr* descr = DescrOfDType(prototype->dtype);
+  if (!descr) {
+    set_error(error_ctx, "TypeError", "numpy has no dtype for the requested tensor");
+  } else {
+    PyObject* arr = PyArray_Empty(prototype->ndim, reinterpret_cast<npy_intp*>(prototype->shape), descr, 0);
+    if (arr) {
+      rc = NumpyManaged(arr, out);
+      Py_DECREF(arr);
+    }
+    if (rc != 0) {
+      uint64_t numel = 1;
+      for (int i = 0; i < prototype->ndim; ++i) numel *= uint64_t(prototype->shape[i]);
+      std::string msg = "cannot allocate " + std::to_string(numel * prototype->dtype.bits / 8) +
+                        " bytes on cpu:0 through numpy";
+      PyErr_Clear();
+      set_error(error_ctx, "MemoryError", msg.c_str());
+    }
+  }
+  PyGILState_Release(gil);
+  return rc;
+}
+
+int NumpyCurrentStream(DLDeviceType, int32_t, void** out) {
+  *out = nullptr;
+  return 0;
+}
+
+DLPackExchangeAPI g_numpy_api = {
+    {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, nullptr},
+    NumpyAllocate, NumpyManaged, NumpyToObject, NumpyView, NumpyCurrentStream,
+};
+
+}  // namespace
+
+const DLPackExchangeAPI* NumpyExchangeAPI() {
+  if (!g_numpy_ready) {
+    if (_import_array() < 0) return nullptr;  // numpy is imported already: a tensor is in hand
+    g_numpy_ready = true;
+  }
+  return &g_numpy_api;
+}
+
+int NumpyIsReadOnly(PyObject* obj) { return !PyArray_ISWRITEABLE(reinterpret_cast<PyArrayObject*>(obj)); }
+
+}  // namespace tensorplug::py

@@ -1,0 +1,471 @@
+// tensorplug.Tensor (the core's own owning tensor), DLPack capsules, devices and dtypes.
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "common.h"
+
+#include <structmember.h>
+
+namespace tensorplug::py {
+
+PyTypeObject* TensorType = nullptr;
+PyObject* g_device_class = nullptr;  // tensorplug.Device, set at import
+
+namespace {
+
+struct TensorObject {
+  PyObject_HEAD
+  DLManagedTensorVersioned* managed;
+  PyObject* weakrefs;
+};
+
+// ------------------------------------------------------------------ dtypes ----
+struct DTypeName {
+  const char* name;
+  DLDataType dtype;
+};
+constexpr DTypeName kDTypeNames[] = {
+    {"bool", {kDLBool, 8, 1}},        {"int8", {kDLInt, 8, 1}},
+    {"int16", {kDLInt, 16, 1}},       {"int32", {kDLInt, 32, 1}},
+    {"int64", {kDLInt, 64, 1}},       {"uint8", {kDLUInt, 8, 1}},
+    {"uint16", {kDLUInt, 16, 1}},     {"uint32", {kDLUInt, 32, 1}},
+    {"uint64", {kDLUInt, 64, 1}},     {"float16", {kDLFloat, 16, 1}},
+    {"float32", {kDLFloat, 32, 1}},   {"float64", {kDLFloat, 64, 1}},
+    {"bfloat16", {kDLBfloat, 16, 1}}, {"complex64", {kDLComplex, 64, 1}},
+    {"complex128", {kDLComplex, 128, 1}},
+    {"float8_e4m3fn", {kDLFloat8_e4m3fn, 8, 1}}, {"float8_e5m2", {kDLFloat8_e5m2, 8, 1}},
+    // Common aliases, accepted on input only (the canonical names come first).
+    {"half", {kDLFloat, 16, 1}},      {"float", {kDLFloat, 32, 1}},
+    {"double", {kDLFloat, 64, 1}},    {"int", {kDLInt, 64, 1}},
+    {"long", {kDLInt, 64, 1}},        {"cfloat", {kDLComplex, 64, 1}},
+    {"cdouble", {kDLComplex, 128, 1}},
+};
+
+const char* const kDeviceNames[] = {nullptr, "cpu", "cuda", "cuda_host", "opencl", nullptr, nullptr,
+                                    "vulkan", "metal", "vpi", "rocm", "rocm_host", "ext_dev",
+                                    "cuda_managed", "oneapi", "webgpu", "hexagon", "maia", "trn"};
+constexpr int kNumDeviceNames = sizeof(kDeviceNames) / sizeof(kDeviceNames[0]);
+
+}  // namespace
+
+const char* DeviceTypeName(int32_t device_type) {
+  if (device_type > 0 && device_type < kNumDeviceNames && kDeviceNames[device_type]) return kDeviceNames[device_type];
+  return nullptr;
+}
+
+int32_t DeviceTypeFromName(const std::string& name) {
+  for (int i = 1; i < kNumDeviceNames; ++i) {
+    if (kDeviceNames[i] && name == kDeviceNames[i]) return i;
+  }
+  if (name == "gpu") return kDLCUDA;  // paddle and jax spell CUDA devices "gpu"
+  return -1;
+}
+
+bool DTypeFromString(const char* s, DLDataType* out) {
+  std::string name(s);
+  for (const char* prefix : {"torch.", "paddle.", "numpy.", "jnp.", "dtype('"}) {
+    if (name.rfind(prefix, 0) == 0) name = name.substr(strlen(prefix));
+  }
+  if (!name.empty() && name.back() == ')') name.pop_back();
+  if (!name.empty() && name.back() == '\'') name.pop_back();
+  uint16_t lanes = 1;
+  size_t x = name.rfind('x');
+  if (x != std::string::npos && x + 1 < name.size() && name.find_first_not_of("0123456789", x + 1) == std::string::npos &&
+      name.compare(0, 5, "float") != 0) {
+    lanes = static_cast<uint16_t>(std::stoi(name.substr(x + 1)));
+    name = name.substr(0, x);
+  }
+  for (const auto& entry : kDTypeNames) {
+    if (name == entry.name) {
+      *out = entry.dtype;
+      out->lanes = lanes;
+      return true;
+    }
+  }
+  return false;
+}
+
+PyObject* DTypeToPython(DLDataType dtype) {
+  for (const auto& entry : kDTypeNames) {
+    if (entry.dtype.code == dtype.code && entry.dtype.bits == dtype.bits) {
+      if (dtype.lanes == 1) return PyUnicode_FromString(entry.name);
+      return PyUnicode_FromFormat("%sx%d", entry.name, int(dtype.lanes));
+    }
+  }
+  return PyUnicode_FromFormat("dtype(code=%d, bits=%d, lanes=%d)", int(dtype.code), int(dtype.bits), int(dtype.lanes));
+}
+
+bool DeviceFromString(const char* s, DLDevice* out) {
+  std::string text(s);
+  std::string type = text;
+  int32_t id = 0;
+  size_t colon = text.find(':');
+  if (colon != std::string::npos) {
+    type = text.substr(0, colon);
+    std::string digits = text.substr(colon + 1);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+    id = std::stoi(digits);
+  }
+  int32_t code = DeviceTypeFromName(type);
+  if (code < 0) return false;
+  out->device_type = static_cast<DLDeviceType>(code);
+  out->device_id = id;
+  return true;
+}
+
+PyObject* DeviceToPython(DLDevice device) {
+  const char* name = DeviceTypeName(device.device_type);
+  PyObject* type = name ? PyUnicode_FromString(name) : PyUnicode_FromFormat("device%d", int(device.device_type));
+  if (!type) return nullptr;
+  PyObject* result = g_device_class ? PyObject_CallFunction(g_device_class, "Oi", type, int(device.device_id))
+                                    : PyUnicode_FromFormat("%U:%d", type, int(device.device_id));
+  Py_DECREF(type);
+  return result;
+}
+
+// ---------------------------------------------------------------- capsules ----
+namespace {
+
+// Legacy (pre-1.0) tensors, and versioned ones without strides, are wrapped into a
+// versioned tensor that owns its own shape and strides.
+struct LegacyCtx {
+  DLManagedTensor* legacy;               // may be null for the versioned-without-strides case
+  DLManagedTensorVersioned* versioned;   // the inner versioned tensor, or null
+  int64_t dims[1];                       // shape then strides (2 * ndim), allocated inline
+};
+void DeleteLegacy(DLManagedTensorVersioned* self) {
+  auto* ctx = static_cast<LegacyCtx*>(self->manager_ctx);
+  if (ctx->legacy && ctx->legacy->deleter) ctx->legacy->deleter(ctx->legacy);
+  if (ctx->versioned && ctx->versioned->deleter) ctx->versioned->deleter(ctx->versioned);
+  std::free(ctx);
+  delete self;
+}
+
+DLManagedTensorVersioned* WrapWithStrides(const DLTensor& src, uint64_t flags, DLManagedTensor* legacy,
+                                          DLManagedTensorVersioned* versioned) {
+  int32_t ndim = src.ndim;
+  auto* ctx = static_cast<LegacyCtx*>(std::malloc(sizeof(LegacyCtx) + sizeof(int64_t) * 2 * (ndim > 0 ? ndim : 1)));
+  auto* out = new (std::nothrow) DLManagedTensorVersioned;
+  if (!ctx || !out) {
+    std::free(ctx);
+    delete out;
+    return nullptr;
+  }
+  ctx->legacy = legacy;
+  ctx->versioned = versioned;
+  int64_t* shape = ctx->dims;
+  int64_t* strides = ctx->dims + ndim;
+  int64_t stride = 1;
+  for (int32_t i = ndim - 1; i >= 0; --i) {
+    shape[i] = src.shape[i];
+    strides[i] = src.strides ? src.strides[i] : stride;
+    stride *= src.shape[i];
+  }
+  out->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  out->manager_ctx = ctx;
+  out->deleter = DeleteLegacy;
+  out->flags = flags;
+  out->dl_tensor = src;
+  out->dl_tensor.shape = ndim ? shape : nullptr;
+  out->dl_tensor.strides = ndim ? strides : nullptr;
+  return out;
+}
+
+void VersionedCapsuleDestructor(PyObject* capsule) {
+  if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {  // never consumed
+    auto* managed = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
+    if (managed && managed->deleter) managed->deleter(managed);
+  }
+}
+
+void LegacyCapsuleDestructor(PyObject* capsule) {
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    if (managed && managed->deleter) managed->deleter(managed);
+  }
+}
+
+}  // namespace
+
+int ManagedFromCapsule(PyObject* capsule, DLManagedTensorVersioned** out) {
+  if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
+    auto* managed = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
+    if (managed->version.major != DLPACK_MAJOR_VERSION) {
+      PyErr_Format(PyExc_BufferError, "DLPack major version %u is not supported (expected %d)",
+                   managed->version.major, DLPACK_MAJOR_VERSION);
+      return -1;
+    }
+    if (managed->dl_tensor.ndim > 0 && managed->dl_tensor.strides == nullptr) {
+      DLManagedTensorVersioned* wrapped = WrapWithStrides(managed->dl_tensor, managed->flags, nullptr, managed);
+      if (!wrapped) {
+        PyErr_NoMemory();
+        return -1;
+      }
+      managed = wrapped;
+    }
+    PyCapsule_SetName(capsule, "used_dltensor_versioned");
+    *out = managed;
+    return 0;
+  }
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    auto* legacy = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    DLManagedTensorVersioned* wrapped = WrapWithStrides(legacy->dl_tensor, 0, legacy, nullptr);
+    if (!wrapped) {
+      PyErr_NoMemory();
+      return -1;
+    }
+    PyCapsule_SetName(capsule, "used_dltensor");
+    *out = wrapped;
+    return 0;
+  }
+  PyErr_SetString(PyExc_ValueError,
+                  "expected an unconsumed DLPack capsule ('dltensor_versioned' or 'dltensor'); "
+                  "a DLPack capsule can be consumed only once");
+  return -1;
+}
+
+PyObject* CapsuleFromManaged(DLManagedTensorVersioned* managed) {
+  PyObject* capsule = PyCapsule_New(managed, "dltensor_versioned", VersionedCapsuleDestructor);
+  if (!capsule && managed->deleter) managed->deleter(managed);
+  return capsule;
+}
+
+// --------------------------------------------------------------- the Tensor ----
+namespace {
+
+// A managed tensor exported from a tensorplug.Tensor holds a reference to it.
+void DeleteTensorRef(DLManagedTensorVersioned* self) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  Py_DECREF(static_cast<PyObject*>(self->manager_ctx));
+  PyGILState_Release(gil);
+  delete self;
+}
+void DeleteTensorRefLegacy(DLManagedTensor* self) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  Py_DECREF(static_cast<PyObject*>(self->manager_ctx));
+  PyGILState_Release(gil);
+  delete self;
+}
+
+DLManagedTensorVersioned* ExportRef(PyObject* tensor) {
+  DLManagedTensorVersioned* source = reinterpret_cast<TensorObject*>(tensor)->managed;
+  auto* managed = new (std::nothrow) DLManagedTensorVersioned;
+  if (!managed) return nullptr;
+  managed->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  managed->manager_ctx = Py_NewRef(tensor);
+  managed->deleter = DeleteTensorRef;
+  managed->flags = source->flags;
+  managed->dl_tensor = source->dl_tensor;
+  return managed;
+}
+
+void TensorDealloc(PyObject* self) {
+  auto* t = reinterpret_cast<TensorObject*>(self);
+  if (t->weakrefs) PyObject_ClearWeakRefs(self);
+  if (t->managed && t->managed->deleter) t->managed->deleter(t->managed);
+  PyTypeObject* type = Py_TYPE(self);
+  type->tp_free(self);
+  Py_DECREF(type);
+}
+
+const DLTensor& DL(PyObject* self) { return reinterpret_cast<TensorObject*>(self)->managed->dl_tensor; }
+
+PyObject* IntTuple(const int64_t* values, int32_t n) {
+  PyObject* tuple = PyTuple_New(n);
+  for (int32_t i = 0; tuple && i < n; ++i) PyTuple_SET_ITEM(tuple, i, PyLong_FromLongLong(values[i]));
+  return tuple;
+}
+
+PyObject* TensorShape(PyObject* self, void*) { return IntTuple(DL(self).shape, DL(self).ndim); }
+PyObject* TensorStrides(PyObject* self, void*) { return IntTuple(DL(self).strides, DL(self).ndim); }
+PyObject* TensorNDim(PyObject* self, void*) { return PyLong_FromLong(DL(self).ndim); }
+PyObject* TensorDType(PyObject* self, void*) { return DTypeToPython(DL(self).dtype); }
+PyObject* TensorDevice(PyObject* self, void*) { return DeviceToPython(DL(self).device); }
+PyObject* TensorDataPtr(PyObject* self, void*) {
+  return PyLong_FromVoidPtr(static_cast<char*>(DL(self).data) + DL(self).byte_offset);
+}
+PyObject* TensorReadOnly(PyObject* self, void*) {
+  return PyBool_FromLong(reinterpret_cast<TensorObject*>(self)->managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+}
+
+PyObject* TensorDLPackDevice(PyObject* self, PyObject*) {
+  return Py_BuildValue("(ii)", int(DL(self).device.device_type), int(DL(self).device.device_id));
+}
+
+// __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)
+PyObject* TensorDLPack(PyObject* self, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"stream", "max_version", "dl_device", "copy", nullptr};
+  PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO", const_cast<char**>(kwlist), &stream, &max_version,
+                                   &dl_device, &copy)) {
+    return nullptr;
+  }
+  if (copy == Py_True) {
+    PyErr_SetString(PyExc_BufferError, "tensorplug.Tensor cannot export a copy (copy=True)");
+    return nullptr;
+  }
+  if (dl_device != Py_None) {
+    int type = 0, id = 0;
+    if (!PyArg_ParseTuple(dl_device, "ii", &type, &id)) return nullptr;
+    if (type != DL(self).device.device_type || id != DL(self).device.device_id) {
+      PyErr_SetString(PyExc_BufferError, "tensorplug.Tensor cannot export to another device");
+      return nullptr;
+    }
+  }
+  long major = 0;
+  if (max_version != Py_None) {
+    if (!PyTuple_Check(max_version) || PyTuple_GET_SIZE(max_version) < 1) {
+      PyErr_SetString(PyExc_TypeError, "max_version must be a (major, minor) tuple");
+      return nullptr;
+    }
+    major = PyLong_AsLong(PyTuple_GET_ITEM(max_version, 0));
+    if (major == -1 && PyErr_Occurred()) return nullptr;
+  }
+  if (major >= 1) {
+    DLManagedTensorVersioned* managed = ExportRef(self);
+    if (!managed) return PyErr_NoMemory();
+    return CapsuleFromManaged(managed);
+  }
+  // A consumer that only speaks pre-1.0 DLPack.
+  auto* legacy = new (std::nothrow) DLManagedTensor;
+  if (!legacy) return PyErr_NoMemory();
+  legacy->dl_tensor = DL(self);
+  legacy->manager_ctx = Py_NewRef(self);
+  legacy->deleter = DeleteTensorRefLegacy;
+  PyObject* capsule = PyCapsule_New(legacy, "dltensor", LegacyCapsuleDestructor);
+  if (!capsule) DeleteTensorRefLegacy(legacy);
+  return capsule;
+}
+
+PyObject* TensorRepr(PyObject* self) {
+  PyObject* shape = TensorShape(self, nullptr);
+  PyObject* dtype = TensorDType(self, nullptr);
+  PyObject* device = TensorDevice(self, nullptr);
+  PyObject* r = (shape && dtype && device)
+                    ? PyUnicode_FromFormat("tensorplug.Tensor(shape=%R, dtype=%U, device=%S)", shape, dtype, device)
+                    : nullptr;
+  Py_XDECREF(shape);
+  Py_XDECREF(dtype);
+  Py_XDECREF(device);
+  return r;
+}
+
+PyGetSetDef kTensorGetSet[] = {
+    {"shape", TensorShape, nullptr, "Extents, a tuple of ints.", nullptr},
+    {"strides", TensorStrides, nullptr, "Strides in elements, a tuple of ints.", nullptr},
+    {"ndim", TensorNDim, nullptr, "Number of dimensions.", nullptr},
+    {"dtype", TensorDType, nullptr, "Element type name, e.g. 'float32'.", nullptr},
+    {"device", TensorDevice, nullptr, "The tensorplug.Device holding the data.", nullptr},
+    {"data_ptr", TensorDataPtr, nullptr, "Address of element 0.", nullptr},
+    {"is_read_only", TensorReadOnly, nullptr, "Whether the data must not be written.", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyMethodDef kTensorMethods[] = {
+    {"__dlpack__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(TensorDLPack)),
+     METH_VARARGS | METH_KEYWORDS, "Export as a DLPack capsule (Python array API standard)."},
+    {"__dlpack_device__", TensorDLPackDevice, METH_NOARGS, "(device_type, device_id) of the data."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyMemberDef kTensorMembers[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(TensorObject, weakrefs), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+PyObject* TensorNew(PyTypeObject*, PyObject*, PyObject*) {
+  PyErr_SetString(PyExc_TypeError,
+                  "tensorplug.Tensor cannot be created directly: use tensorplug.from_dlpack(obj) "
+                  "or call a kernel");
+  return nullptr;
+}
+
+PyType_Slot kTensorSlots[] = {
+    {Py_tp_dealloc, reinterpret_cast<void*>(TensorDealloc)},
+    {Py_tp_repr, reinterpret_cast<void*>(TensorRepr)},
+    {Py_tp_getset, kTensorGetSet},
+    {Py_tp_methods, kTensorMethods},
+    {Py_tp_members, kTensorMembers},
+    {Py_tp_new, reinterpret_cast<void*>(TensorNew)},
+    {Py_tp_doc, const_cast<char*>("The core's own owning tensor: the result type of kernels called with "
+                                  "no framework tensor. Every framework imports it through DLPack.")},
+    {0, nullptr},
+};
+
+PyType_Spec kTensorSpec = {"tensorplug.Tensor", sizeof(TensorObject), 0, Py_TPFLAGS_DEFAULT, kTensorSlots};
+
+// ------------------------------------------------------ the core's own table ----
+int CoreViewFromObject(void* obj, DLTensor* out) {
+  *out = DL(static_cast<PyObject*>(obj));
+  return 0;
+}
+int CoreManagedFromObject(void* obj, DLManagedTensorVersioned** out) {
+  *out = ExportRef(static_cast<PyObject*>(obj));
+  if (!*out) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  return 0;
+}
+int CoreToObject(DLManagedTensorVersioned* managed, void** out) {
+  PyObject* t = TensorFromManaged(managed);
+  *out = t;
+  return t ? 0 : -1;
+}
+int CoreCurrentStream(DLDeviceType, int32_t, void** out) {
+  *out = nullptr;
+  return 0;
+}
+
+DLPackExchangeAPI g_core_api = {
+    {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, nullptr},
+    nullptr,  // allocation falls back to libtensorplug's default CPU allocator
+    CoreManagedFromObject,
+    CoreToObject,
+    CoreViewFromObject,
+    CoreCurrentStream,
+};
+AdapterTable g_core_table;
+
+}  // namespace
+
+PyObject* TensorFromManaged(DLManagedTensorVersioned* managed) {
+  if (managed->deleter == DeleteTensorRef) {  // a round trip: hand back the original
+    PyObject* original = Py_NewRef(static_cast<PyObject*>(managed->manager_ctx));
+    DeleteTensorRef(managed);
+    return original;
+  }
+  auto* t = PyObject_New(TensorObject, TensorType);
+  if (!t) {
+    if (managed->deleter) managed->deleter(managed);
+    return nullptr;
+  }
+  t->managed = managed;
+  t->weakrefs = nullptr;
+  return reinterpret_cast<PyObject*>(t);
+}
+
+DLManagedTensorVersioned* TensorManaged(PyObject* tensor) {
+  return reinterpret_cast<TensorObject*>(tensor)->managed;
+}
+
+AdapterTable* CoreTensorTable() { return &g_core_table; }
+
+bool InitTensorType(PyObject* module) {
+  TensorType = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&kTensorSpec));
+  if (!TensorType) return false;
+  PyObject* capsule = PyCapsule_New(&g_core_api, "dlpack_exchange_api", nullptr);
+  if (!capsule) return false;
+  // Other consumers of the DLPack C exchange API can use the core's table too.
+  if (PyObject_SetAttrString(reinterpret_cast<PyObject*>(TensorType), "__dlpack_c_exchange_api__", capsule) < 0) {
+    return false;
+  }
+  g_core_table.api = &g_core_api;
+  g_core_table.owner = capsule;
+  g_core_table.name = PyUnicode_InternFromString("tensorplug");
+  return PyModule_AddObjectRef(module, "Tensor", reinterpret_cast<PyObject*>(TensorType)) == 0;
+}
+
+}  // namespace tensorplug::py

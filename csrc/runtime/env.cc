@@ -1,0 +1,201 @@
+// The environment a kernel runs in: per-thread streams and allocator, shared storage.
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <string>
+
+#include "runtime_internal.h"
+
+using tensorplug::runtime::Fail;
+
+namespace {
+
+// A thread sees few devices, so a short array scanned linearly beats a hash map.
+struct StreamEntry {
+  int32_t device_type;
+  int32_t device_id;
+  void* stream;
+};
+constexpr int kMaxStreamEntries = 64;
+struct StreamTable {
+  StreamEntry entries[kMaxStreamEntries];
+  int size = 0;
+};
+thread_local StreamTable tls_streams;
+thread_local DLPackManagedTensorAllocator tls_allocator = nullptr;
+
+// ---- default CPU allocator: one malloc holding the header, shape, strides and data ----
+constexpr size_t kDataAlignment = 64;
+
+void FreeCPUTensor(DLManagedTensorVersioned* self) { std::free(self->manager_ctx); }
+
+void SetErrorToThread(void*, const char* kind, const char* message) { TPErrorSet(kind, message); }
+
+int DefaultCPUAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                        void (*set_error)(void*, const char*, const char*)) {
+  if (prototype->device.device_type != kDLCPU) {
+    set_error(error_ctx, "RuntimeError",
+              "no allocator is bound for this device: outside a call from a framework only CPU "
+              "tensors can be allocated");
+    return -1;
+  }
+  const int32_t ndim = prototype->ndim;
+  if (ndim < 0) {
+    set_error(error_ctx, "ValueError", "ndim must not be negative");
+    return -1;
+  }
+  uint64_t numel = 1;
+  for (int32_t i = 0; i < ndim; ++i) {
+    if (prototype->shape[i] < 0) {
+      set_error(error_ctx, "ValueError", "shape must not contain negative extents");
+      return -1;
+    }
+    numel *= static_cast<uint64_t>(prototype->shape[i]);
+  }
+  const uint64_t item_bits = uint64_t(prototype->dtype.bits) * prototype->dtype.lanes;
+  const uint64_t nbytes = (numel * item_bits + 7) / 8;
+  const size_t header = sizeof(DLManagedTensorVersioned) + sizeof(int64_t) * 2 * size_t(ndim);
+  const size_t data_offset = (header + kDataAlignment - 1) / kDataAlignment * kDataAlignment;
+  void* block = nullptr;
+  if (posix_memalign(&block, kDataAlignment, data_offset + nbytes) != 0) {
+    std::string msg = "cannot allocate " + std::to_string(nbytes) + " bytes on cpu:0";
+    set_error(error_ctx, "MemoryError", msg.c_str());
+    return -1;
+  }
+  auto* managed = static_cast<DLManagedTensorVersioned*>(block);
+  auto* shape = reinterpret_cast<int64_t*>(managed + 1);
+  int64_t* strides = shape + ndim;
+  int64_t stride = 1;
+  for (int32_t i = ndim - 1; i >= 0; --i) {
+    shape[i] = prototype->shape[i];
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  managed->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  managed->manager_ctx = block;
+  managed->deleter = FreeCPUTensor;
+  managed->flags = 0;
+  managed->dl_tensor.data = static_cast<char*>(block) + data_offset;
+  managed->dl_tensor.device = prototype->device;
+  managed->dl_tensor.ndim = ndim;
+  managed->dl_tensor.dtype = prototype->dtype;
+  managed->dl_tensor.shape = ndim ? shape : nullptr;
+  managed->dl_tensor.strides = ndim ? strides : nullptr;
+  managed->dl_tensor.byte_offset = 0;
+  *out = managed;
+  return 0;
+}
+
+// ---- storage ----
+struct StoredValue {
+  void* value;
+  void (*deleter)(void*);
+};
+std::mutex& StorageMutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::map<std::string, StoredValue>& Storage() {
+  static auto* s = new std::map<std::string, StoredValue>;
+  return *s;
+}
+
+}  // namespace
+
+extern "C" {
+
+void* TPEnvGetStream(int32_t device_type, int32_t device_id) {
+  const StreamTable& table = tls_streams;
+  for (int i = 0; i < table.size; ++i) {
+    const StreamEntry& e = table.entries[i];
+    if (e.device_type == device_type && e.device_id == device_id) return e.stream;
+  }
+  return nullptr;
+}
+
+void* TPEnvSetStream(int32_t device_type, int32_t device_id, void* stream) {
+  StreamTable& table = tls_streams;
+  for (int i = 0; i < table.size; ++i) {
+    StreamEntry& e = table.entries[i];
+    if (e.device_type == device_type && e.device_id == device_id) {
+      void* previous = e.stream;
+      e.stream = stream;
+      return previous;
+    }
+  }
+  // A NULL stream is the default: no entry needed. A thread touching more than
+  // kMaxStreamEntries devices reuses the oldest slot that holds the default stream.
+  if (stream == nullptr) return nullptr;
+  if (table.size < kMaxStreamEntries) {
+    table.entries[table.size++] = {device_type, device_id, stream};
+    return nullptr;
+  }
+  for (int i = 0; i < table.size; ++i) {
+    if (table.entries[i].stream == nullptr) {
+      table.entries[i] = {device_type, device_id, stream};
+      return nullptr;
+    }
+  }
+  std::abort();  // more than 64 devices with a non-default stream on one thread
+}
+
+DLPackManagedTensorAllocator TPEnvGetAllocator(void) { return tls_allocator; }
+
+DLPackManagedTensorAllocator TPEnvSetAllocator(DLPackManagedTensorAllocator alloc) {
+  DLPackManagedTensorAllocator previous = tls_allocator;
+  tls_allocator = alloc;
+  return previous;
+}
+
+int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out) {
+  DLPackManagedTensorAllocator alloc = tls_allocator ? tls_allocator : DefaultCPUAllocator;
+  *out = nullptr;
+  if (alloc(prototype, out, nullptr, SetErrorToThread) != 0 || *out == nullptr) {
+    if (!TPErrorGet(nullptr, nullptr)) TPErrorSet("MemoryError", "the allocator returned no tensor");
+    return -1;
+  }
+  return 0;
+}
+
+int TPEnvStorageSet(const char* key, void* value, void (*deleter)(void*)) {
+  if (!key) return Fail("ValueError", "storage key must not be NULL");
+  StoredValue old{nullptr, nullptr};
+  {
+    std::lock_guard<std::mutex> lock(StorageMutex());
+    auto& storage = Storage();
+    auto it = storage.find(key);
+    if (it != storage.end()) {
+      old = it->second;
+      it->second = {value, deleter};
+    } else {
+      storage.emplace(key, StoredValue{value, deleter});
+    }
+  }
+  if (old.deleter && old.value != value) old.deleter(old.value);
+  return 0;
+}
+
+void* TPEnvStorageGet(const char* key) {
+  std::lock_guard<std::mutex> lock(StorageMutex());
+  auto& storage = Storage();
+  auto it = storage.find(key);
+  return it == storage.end() ? nullptr : it->second.value;
+}
+
+int TPEnvStorageErase(const char* key) {
+  StoredValue old{nullptr, nullptr};
+  {
+    std::lock_guard<std::mutex> lock(StorageMutex());
+    auto& storage = Storage();
+    auto it = storage.find(key);
+    if (it == storage.end()) return 0;
+    old = it->second;
+    storage.erase(it);
+  }
+  if (old.deleter) old.deleter(old.value);
+  return 0;
+}
+
+}  // extern "C"

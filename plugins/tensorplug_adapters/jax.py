@@ -1,0 +1,81 @@
+"""jax adapter: CPU and GPU ``jax.Array``.
+
+jax arrays are immutable, so they enter kernels flagged read-only and results come back
+as new ``jax.Array`` objects. A traced value inside ``jax.jit`` has no data to hand over:
+passing one raises TypeError saying so.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tensorplug import AdapterInfo, ExchangeTable, hookimpl
+
+_tables: dict[str, ExchangeTable] = {}
+
+
+def _jax():
+    return sys.modules["jax"]
+
+
+def _from_dlpack(tensor):
+    return _jax().numpy.from_dlpack(tensor)
+
+
+def _allocate(shape, dtype, device):
+    jax = _jax()
+    if device.type == "cpu":
+        # A fresh numpy buffer: jax imports it zero-copy when the result is returned.
+        import numpy
+
+        return numpy.empty(shape, dtype=dtype)
+    platform = "gpu" if device.type in ("cuda", "rocm") else device.type
+    return jax.numpy.empty(shape, dtype=dtype, device=jax.devices(platform)[device.index])
+
+
+def _refuse_tracer(value):
+    raise TypeError(
+        f"a traced jax value ({type(value).__name__}) has no data: tensorplug functions cannot be "
+        "called inside jax.jit / vmap / grad; call them on concrete arrays, or wrap the call in "
+        "jax.pure_callback")
+
+
+def _array_table() -> ExchangeTable:
+    if "array" not in _tables:
+        _tables["array"] = ExchangeTable.from_python(
+            "jax", from_dlpack=_from_dlpack, allocate=_allocate, read_only="always")
+    return _tables["array"]
+
+
+def _tracer_table() -> ExchangeTable:
+    if "tracer" not in _tables:
+        _tables["tracer"] = ExchangeTable.from_python("jax", from_dlpack=_from_dlpack, to_dlpack=_refuse_tracer,
+                                                      read_only="always")
+    return _tables["tracer"]
+
+
+@hookimpl
+def tensorplug_adapter_info():
+    return AdapterInfo(name="jax", framework="jax", tensor_types=("jax.Array",),
+                       capabilities=("exchange", "allocator", "output"), fast_path=False)
+
+
+@hookimpl
+def tensorplug_exchange_table(tensor_type):
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return None
+    if issubclass(tensor_type, jax.core.Tracer):
+        return _tracer_table()
+    if issubclass(tensor_type, jax.Array):
+        return _array_table()
+    return None
+
+
+@hookimpl
+def tensorplug_output_table(framework):
+    if framework == "jax":
+        import jax  # noqa: F401  (asked for by name)
+
+        return _array_table()
+    return None
