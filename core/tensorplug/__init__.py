@@ -63,8 +63,9 @@ def remove_global_func(name: str) -> None:
 def __getattr__(name: str):
     # The C++ build helpers import subprocess/hashlib machinery: load on first use.
     if name == "cpp":
-        from . import cpp
-        return cpp
+        import importlib
+
+        return importlib.import_module("tensorplug.cpp")
     raise AttributeError(f"module 'tensorplug' has no attribute '{name}'")
 
 

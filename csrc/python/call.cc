@@ -351,6 +351,7 @@ int ToDType(PyObject* obj, DLDataType* out) {
 // Convert argument i. Returns false with a Python error set.
 bool ConvertArg(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
   TPAny& out = frame.packed[i];
+  out.type_index = kTPNone;  // a failed conversion leaves nothing for the frame to release
   out.flags = 0;
   Kind kind = param ? param->kind : Kind::kAny;
   if (obj == Py_None && (kind == Kind::kAny || (param && param->optional))) {
@@ -592,7 +593,7 @@ PyObject* CallWithKeywords(FunctionObject* f, PyObject* const* args, Py_ssize_t 
                         f->name);
   }
   size_t n = sig->params.size();
-  if (size_t(nargs + nkw) > n) return ArityError(f, nargs + nkw);
+  if (size_t(nargs) > n) return ArityError(f, nargs);
   std::vector<PyObject*> bound(n, nullptr);
   for (Py_ssize_t i = 0; i < nargs; ++i) bound[i] = args[i];
   for (Py_ssize_t k = 0; k < nkw; ++k) {

@@ -10,7 +10,8 @@
  *   recorded for the calling thread (TPErrorSet / TPErrorGet).
  * - Exported kernel functions use the packed signature TPPackedFunc and are exported
  *   from their shared library as `__tensorplug_<name>`. A library may also export the
- *   signature string `const char __tensorplugsig_<name>[]` (see "Signatures").
+ *   function `const char* __tensorplugsig_<name>(void)` returning the signature string
+ *   (see "Signatures").
  */
 #ifndef TENSORPLUG_C_API_H_
 #define TENSORPLUG_C_API_H_

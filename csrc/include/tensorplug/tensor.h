@@ -33,8 +33,16 @@ class IntArrayView {
   constexpr IntArrayView(const int64_t* data, size_t size) noexcept : data_(data), size_(size) {}
   IntArrayView(const std::vector<int64_t>& values) noexcept  // NOLINT: implicit by design
       : data_(values.data()), size_(values.size()) {}
+// The braced list lives until the end of the full expression: long enough for an argument.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"
+#endif
   constexpr IntArrayView(std::initializer_list<int64_t> values) noexcept  // NOLINT
       : data_(values.begin()), size_(values.size()) {}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
   template <size_t N>
   constexpr IntArrayView(const std::array<int64_t, N>& values) noexcept  // NOLINT
       : data_(values.data()), size_(N) {}

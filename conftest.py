@@ -1,0 +1,36 @@
+"""Root pytest configuration: shared, session-scoped compiled kernels.
+
+Kernels are compiled once per session into a cache directory private to the run (so the
+suite also proves that a cold build works), unless TENSORPLUG_CACHE_DIR is already set.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent
+
+if "TENSORPLUG_CACHE_DIR" not in os.environ:
+    os.environ["TENSORPLUG_CACHE_DIR"] = tempfile.mkdtemp(prefix="tensorplug-test-cache-")
+
+
+@pytest.fixture(scope="session")
+def kernels():
+    """The example kernel library (examples/kernels/kernels.cc), compiled once."""
+    import tensorplug
+    from tensorplug import cpp
+
+    return tensorplug.load_module(cpp.build("example_kernels", [ROOT / "examples" / "kernels" / "kernels.cc"]))
+
+
+@pytest.fixture(scope="session")
+def c_kernel():
+    """The plain-C11 kernel (examples/c_kernel/add_one.c), compiled with cc -std=c11."""
+    import tensorplug
+    from tensorplug import cpp
+
+    return tensorplug.load_module(cpp.build("c_add_one", [ROOT / "examples" / "c_kernel" / "add_one.c"]))

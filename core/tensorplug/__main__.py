@@ -1,0 +1,75 @@
+"""The ``tensorplug`` command line (also ``python -m tensorplug``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def cmd_adapters(args) -> int:
+    import tensorplug
+
+    rows = []
+    for r in tensorplug.adapters():
+        if r.error:
+            rows.append([r.name, f"{r.distribution} {r.distribution_version or ''}".strip(), "-", "-", "-", "-",
+                         f"LOAD ERROR: {r.error}"])
+            continue
+        framework = f"{r.framework} {r.framework_version or ''}".strip() if r.framework_installed else "not installed"
+        rows.append([r.name, f"{r.distribution or '(in process)'} {r.distribution_version or ''}".strip(), framework,
+                     ", ".join(r.tensor_types), ", ".join(r.capabilities), "C table" if r.fast_path else "Python",
+                     ""])
+    print(_table(rows, ["adapter", "distribution", "framework", "tensor types", "capabilities", "path", "errors"]))
+    return 0
+
+
+def cmd_config(args) -> int:
+    from tensorplug import cpp
+
+    if args.includedir:
+        print(cpp.include_dir())
+    if args.libdir:
+        print(cpp.lib_dir())
+    if args.cmakedir:
+        print(cpp.cmake_dir())
+    if not (args.includedir or args.libdir or args.cmakedir):
+        print(f"includedir: {cpp.include_dir()}\nlibdir: {cpp.lib_dir()}\ncmakedir: {cpp.cmake_dir()}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from ._demo import run_demo
+
+    return run_demo()
+
+
+def cmd_bench(args) -> int:
+    from ._bench import main as bench_main
+
+    return bench_main(args.bench_args)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="tensorplug", description="Ship compiled kernels to every array framework.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("demo", help="compile the example kernels and run them on every installed framework")
+    sub.add_parser("adapters", help="list discovered adapter plugins")
+    config = sub.add_parser("config", help="paths for building kernel libraries")
+    config.add_argument("--includedir", action="store_true", help="print the header directory")
+    config.add_argument("--libdir", action="store_true", help="print the libtensorplug directory")
+    config.add_argument("--cmakedir", action="store_true", help="print the tensorplugConfig.cmake directory")
+    bench = sub.add_parser("bench", help="call-overhead benchmark (see benchmarks/README.md)", add_help=False)
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    handlers = {"demo": cmd_demo, "adapters": cmd_adapters, "config": cmd_config, "bench": cmd_bench}
+    return handlers[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

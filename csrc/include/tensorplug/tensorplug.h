@@ -1,0 +1,35 @@
+/*
+ * tensorplug/tensorplug.h -- the C++ kernel API of tensorplug (header-only, C++17).
+ *
+ *   #include <tensorplug/tensorplug.h>
+ *   namespace tp = tensorplug;
+ *
+ *   void AddOne(tp::TensorView x, tp::TensorView out) { ... }
+ *   TENSORPLUG_EXPORT(add_one, AddOne, "x", "out");
+ *
+ * Contents:
+ *   error.h     Error, TENSORPLUG_THROW / TENSORPLUG_CHECK / TENSORPLUG_ICHECK
+ *   dtype.h     dtype and device constants and helpers, Half / BFloat16, dispatch macros
+ *   tensor.h    IntArrayView, TensorView (non-owning), Tensor (owning, reference counted)
+ *   env.h       current streams, Storage
+ *   function.h  Any, Function, TENSORPLUG_EXPORT, TENSORPLUG_REGISTER_GLOBAL
+ *   cuda.h      CUDADeviceGuard, GetCurrentCUDAStream (included when compiling with CUDA:
+ *               under nvcc, or with TENSORPLUG_WITH_CUDA defined)
+ *
+ * Kernel libraries link against libtensorplug, which implements c_api.h.
+ */
+#ifndef TENSORPLUG_TENSORPLUG_H_
+#define TENSORPLUG_TENSORPLUG_H_
+
+#include "tensorplug/c_api.h"
+#include "tensorplug/dtype.h"
+#include "tensorplug/env.h"
+#include "tensorplug/error.h"
+#include "tensorplug/function.h"
+#include "tensorplug/tensor.h"
+
+#if defined(__CUDACC__) || defined(TENSORPLUG_WITH_CUDA)
+#include "tensorplug/cuda.h"
+#endif
+
+#endif  // TENSORPLUG_TENSORPLUG_H_

@@ -1,0 +1,179 @@
+"""The adapter hub: entry-point discovery, precedence, the per-type cache, load errors."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import tensorplug
+from tensorplug import _core
+
+np = pytest.importorskip("numpy")
+
+
+class Box:
+    """A tensor type no adapter knows: it only wraps a numpy array."""
+
+    def __init__(self, array):
+        self.array = array
+
+
+class CountingAdapter:
+    """Claims Box through Python callables and counts the hook calls."""
+
+    def __init__(self, name="box"):
+        self.calls = 0
+        self.table = tensorplug.ExchangeTable.from_python(
+            name, from_dlpack=lambda t: Box(np.from_dlpack(t)), to_dlpack=lambda box: box.array,
+            allocate=lambda shape, dtype, device: Box(np.empty(shape, dtype)))
+
+    @tensorplug.hookimpl
+    def tensorplug_exchange_table(self, tensor_type):
+        if tensor_type is Box:
+            self.calls += 1
+            return self.table
+        return None
+
+
+@pytest.fixture
+def counting():
+    adapter = CountingAdapter()
+    tensorplug.register_adapter(adapter)
+    yield adapter
+    tensorplug.unregister_adapter(adapter)
+
+
+def test_first_party_adapters_come_from_entry_points():
+    rows = {r.name: r for r in tensorplug.adapters()}
+    for name in ("numpy", "torch", "jax", "paddle", "cupy", "dlpack"):
+        assert rows[name].distribution == "tensorplug", rows[name]
+        assert rows[name].distribution_version == tensorplug.__version__
+    assert rows["numpy"].fast_path is True and rows["numpy"].framework_installed
+    assert rows["dlpack"].fast_path is False
+
+
+def test_hook_runs_once_per_type(kernels, counting):
+    box = Box(np.arange(4, dtype=np.float32))
+    assert kernels.sum(box) == 6.0
+    assert counting.calls == 1
+    assert kernels.sum(box) == 6.0
+    assert kernels.numel(Box(np.zeros(9, dtype=np.float32))) == 9
+    assert counting.calls == 1  # no hook call after the first argument of the type
+
+
+def test_cache_invalidated_on_register_and_unregister(kernels, counting):
+    box = Box(np.ones(2, dtype=np.float32))
+    kernels.sum(box)
+    other = CountingAdapter("box2")
+    tensorplug.register_adapter(other)
+    try:
+        kernels.sum(box)
+        assert other.calls == 1 and counting.calls == 1  # the later registration wins
+        result = kernels.add(box, box)
+        assert type(result) is Box
+    finally:
+        tensorplug.unregister_adapter(other)
+    kernels.sum(box)
+    assert counting.calls == 2  # asked again once the override is gone
+
+
+def test_python_adapter_results_and_allocation(kernels, counting):
+    box = Box(np.arange(3, dtype=np.float32))
+    out = kernels.add(box, box)
+    assert type(out) is Box
+    np.testing.assert_array_equal(out.array, [0, 2, 4])
+
+
+def test_later_registration_overrides_a_builtin(kernels):
+    seen = []
+
+    class NumpyAsTensor:
+        @tensorplug.hookimpl
+        def tensorplug_exchange_table(self, tensor_type):
+            if tensor_type is np.ndarray:
+                seen.append(tensor_type)
+                return tensorplug.ExchangeTable.from_python("override", from_dlpack=lambda t: t)
+            return None
+
+    plugin = NumpyAsTensor()
+    tensorplug.register_adapter(plugin, name="numpy-override")
+    try:
+        x = np.ones(3, dtype=np.float32)
+        r = kernels.identity(x)
+        assert type(r) is tensorplug.Tensor and seen == [np.ndarray]
+    finally:
+        tensorplug.unregister_adapter("numpy-override")
+    assert type(kernels.identity(np.ones(3, dtype=np.float32))) is np.ndarray
+
+
+def test_register_errors():
+    adapter = CountingAdapter()
+    tensorplug.register_adapter(adapter)
+    try:
+        with pytest.raises(ValueError, match="already registered"):
+            tensorplug.register_adapter(adapter)
+    finally:
+        tensorplug.unregister_adapter(adapter)
+    with pytest.raises(ValueError, match="is not registered"):
+        tensorplug.unregister_adapter(adapter)
+    with pytest.raises(ValueError, match="no adapter named 'nope'"):
+        tensorplug.unregister_adapter("nope")
+
+
+def test_hook_returning_the_wrong_type_is_a_clear_error(kernels):
+    class Wrong:
+        @tensorplug.hookimpl
+        def tensorplug_exchange_table(self, tensor_type):
+            return "not a table" if tensor_type is Box else None
+
+    plugin = Wrong()
+    tensorplug.register_adapter(plugin)
+    try:
+        with pytest.raises(TypeError, match="must return an ExchangeTable or None, got str for Box"):
+            kernels.sum(Box(np.ones(1, dtype=np.float32)))
+    finally:
+        tensorplug.unregister_adapter(plugin)
+
+
+def test_bad_exchange_table_arguments():
+    with pytest.raises(ValueError, match="read_only: expected one of"):
+        tensorplug.ExchangeTable.from_python("x", from_dlpack=lambda t: t, read_only="sometimes")
+    with pytest.raises(TypeError, match="from_dlpack must be callable, got int"):
+        tensorplug.ExchangeTable.from_python("x", from_dlpack=1)
+    with pytest.raises(ValueError, match="PyCapsule_GetPointer called with incorrect name|incorrect name"):
+        tensorplug.ExchangeTable.from_capsule(_core.make_adapter_table(
+            _core.numpy_exchange_api(), "n", "never"), "wrong-capsule")
+
+
+def test_output_framework_unknown_name():
+    with pytest.raises(ValueError, match="output_framework: no adapter named 'nope' \\(adapters: .*numpy"):
+        tensorplug.output_framework("nope")
+
+
+def test_broken_plugin_warns_and_others_keep_working(tmp_path, kernels):
+    # A real installed distribution (a .dist-info on sys.path) whose plugin fails to import.
+    dist = tmp_path / "broken_adapter-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-adapter\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[tensorplug.adapters]\nbroken = broken_adapter_mod\n")
+    (tmp_path / "broken_adapter_mod.py").write_text("raise ImportError('this plugin is broken on purpose')\n")
+    code = textwrap.dedent(f"""
+        import sys, warnings
+        sys.path.insert(0, {str(tmp_path)!r})
+        import numpy as np, tensorplug
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rows = tensorplug.adapters()
+        print([str(w.message) for w in caught])
+        print([(r.name, r.error) for r in rows if r.error])
+        m = tensorplug.load_module({kernels.path!r})
+        print(m.sum(np.ones(3, dtype=np.float32)))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    warnings_line, errors_line, result = out.stdout.strip().splitlines()
+    assert ("adapter plugin 'broken' from distribution 'broken-adapter' failed to load: "
+            "ImportError: this plugin is broken on purpose") in warnings_line
+    assert "('broken', 'ImportError: this plugin is broken on purpose')" in errors_line
+    assert result == "3.0"
