@@ -89,7 +89,7 @@ class ExchangeTable:
 
     @classmethod
     def from_python(cls, adapter: str, *, from_dlpack, to_dlpack=None, current_stream=None,
-                    allocate=None, read_only: str = "never") -> "ExchangeTable":
+                    allocate=None, read_only: str = "never", c_import: str | None = None) -> "ExchangeTable":
         """A table from Python callables; the path any third party can write.
 
         - ``from_dlpack(t)``: make a framework tensor from a ``tensorplug.Tensor`` (zero copy),
@@ -101,8 +101,11 @@ class ExchangeTable:
         - ``allocate(shape, dtype, device)``: a new framework tensor (``dtype`` a name like
           ``"float32"``, ``device`` a ``tensorplug.Device``), used by ``FromEnvAlloc``;
           default: the adapter cannot allocate.
+        - ``c_import``: the name of an import path compiled into the core to use instead
+          of ``to_dlpack`` (``"jax"``: reads jax arrays' buffer pointer, shape, dtype and
+          device directly, skipping ``__dlpack__``).
         """
-        capsule = _core.make_python_table(to_dlpack, from_dlpack, current_stream, allocate)
+        capsule = _core.make_python_table(to_dlpack, from_dlpack, current_stream, allocate, c_import)
         return cls(adapter, capsule, read_only=read_only, python=True)
 
     def __repr__(self) -> str:

@@ -20,11 +20,7 @@ std::unordered_map<PyTypeObject*, AdapterTable*>* g_cache = nullptr;
 PyTypeObject* g_last_type = nullptr;  // one-entry front cache: calls repeat types
 AdapterTable* g_last_table = nullptr;
 
-thread_local AdapterTable* tls_python_table = nullptr;
-
 }  // namespace
-
-AdapterTable*& ActivePythonTable() { return tls_python_table; }
 
 void ClearAdapterCache() {
   if (!g_cache) return;
@@ -118,7 +114,10 @@ struct PythonTable {
 
 namespace {
 
-PythonTable* Active() { return tls_python_table ? tls_python_table->python : nullptr; }
+PythonTable* Active() {
+  AdapterTable* table = ActivePythonTable();
+  return table ? table->python : nullptr;
+}
 
 // Owning export through __dlpack__ (asking for a versioned capsule first).
 int ExportViaDLPack(PyObject* producer, DLManagedTensorVersioned** out) {
@@ -176,8 +175,12 @@ int PyToObject(DLManagedTensorVersioned* managed, void** out) {
   PythonTable* t = Active();
   PyGILState_STATE gil = PyGILState_Ensure();
   int rc = -1;
-  if (managed->deleter == DeleteAllocated) {
-    *out = Py_NewRef(static_cast<AllocatedCtx*>(managed->manager_ctx)->object);
+  PyObject* allocated = managed->deleter == DeleteAllocated ? static_cast<AllocatedCtx*>(managed->manager_ctx)->object
+                                                             : nullptr;
+  if (allocated && LookupAdapter(Py_TYPE(allocated)) == ActivePythonTable()) {
+    // The framework's own object: hand it back. (An allocator may also return another
+    // type, e.g. jax allocates CPU memory with numpy; that goes through from_dlpack.)
+    *out = Py_NewRef(allocated);
     managed->deleter(managed);
     rc = 0;
   } else if (PyObject* tensor = TensorFromManaged(managed)) {
@@ -231,6 +234,7 @@ int PyAllocate(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_
   DLManagedTensorVersioned* inner = nullptr;
   if (object && PyManagedFromObject(object, &inner) == 0) {
     auto* wrapped = new DLManagedTensorVersioned(*inner);
+    wrapped->flags &= ~uint64_t(DLPACK_FLAG_BITMASK_READ_ONLY);  // a fresh tensor is the kernel's to fill
     wrapped->manager_ctx = new AllocatedCtx{inner, object};
     wrapped->deleter = DeleteAllocated;
     *out = wrapped;
@@ -255,8 +259,8 @@ int PyAllocate(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_
 int PyAllocateMissing(DLTensor*, DLManagedTensorVersioned**, void* error_ctx,
                       void (*set_error)(void*, const char*, const char*)) {
   std::string msg = "adapter has no allocator: it cannot make new tensors";
-  if (tls_python_table) {
-    const char* name = PyUnicode_AsUTF8(tls_python_table->name);
+  if (AdapterTable* table = ActivePythonTable()) {
+    const char* name = PyUnicode_AsUTF8(table->name);
     if (name) msg = std::string("adapter '") + name + "' has no allocator: it cannot make new tensors";
   }
   set_error(error_ctx, "RuntimeError", msg.c_str());
@@ -265,9 +269,14 @@ int PyAllocateMissing(DLTensor*, DLManagedTensorVersioned**, void* error_ctx,
 
 }  // namespace
 
-// _core.make_python_table(to_dlpack, from_dlpack, current_stream, allocate) -> capsule
+// _core.make_python_table(to_dlpack, from_dlpack, current_stream, allocate, c_import=None)
+// -> capsule. `c_import` names C import functions of the core to use instead of the
+// Python export path ("jax"); export and allocation stay with the Python callables.
 PyObject* MakePythonTable(PyObject* to_dlpack, PyObject* from_dlpack, PyObject* current_stream,
-                          PyObject* allocate) {
+                          PyObject* allocate, const char* c_import) {
+  if (c_import && std::strcmp(c_import, "jax") != 0) {
+    return PyErr_Format(PyExc_ValueError, "c_import: expected None or 'jax', got '%s'", c_import);
+  }
   if (!PyCallable_Check(from_dlpack)) {
     return PyErr_Format(PyExc_TypeError, "from_dlpack must be callable, got %s", Py_TYPE(from_dlpack)->tp_name);
   }
@@ -278,6 +287,10 @@ PyObject* MakePythonTable(PyObject* to_dlpack, PyObject* from_dlpack, PyObject* 
   t->api.managed_tensor_from_py_object_no_sync = PyManagedFromObject;
   t->api.managed_tensor_to_py_object_no_sync = PyToObject;
   t->api.dltensor_from_py_object_no_sync = nullptr;  // the core uses the owning export
+  if (c_import) {
+    t->api.managed_tensor_from_py_object_no_sync = JaxManaged;
+    t->api.dltensor_from_py_object_no_sync = JaxView;
+  }
   t->api.current_work_stream = PyCurrentStream;
   t->to_dlpack = Py_NewRef(to_dlpack);
   t->from_dlpack = Py_NewRef(from_dlpack);

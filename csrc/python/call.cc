@@ -16,91 +16,83 @@ namespace tensorplug::py {
 PyTypeObject* FunctionType = nullptr;
 extern PyObject* g_device_class;
 
+// ============================================================ thread state ====
+thread_local ThreadState* tls_thread_state __attribute__((tls_model("initial-exec"))) = nullptr;
+
+ThreadState* NewThreadState() {
+  // Owned by a thread_local so that it is destroyed when the thread ends.
+  static thread_local std::unique_ptr<ThreadState> owner;
+  owner.reset(new ThreadState);
+  tls_thread_state = owner.get();
+  return tls_thread_state;
+}
+
 // ================================================================= scratch ====
 namespace {
-constexpr int32_t kScratchBlock = 4096;  // int64 per block; blocks are never freed
-struct Scratch {
-  std::vector<std::unique_ptr<int64_t[]>> blocks;
-  int32_t block = 0;
-  int32_t offset = 0;
-};
-thread_local Scratch tls_scratch;
+constexpr int32_t kScratchBlock = 4096;  // int64 per block
 }  // namespace
 
-ScratchMark ScratchSave() { return {tls_scratch.block, tls_scratch.offset}; }
+ScratchMark ScratchSave() {
+  ThreadState& ts = TS();
+  return {ts.scratch_block, ts.scratch_offset};
+}
 void ScratchRestore(ScratchMark mark) {
-  tls_scratch.block = mark.block;
-  tls_scratch.offset = mark.offset;
+  ThreadState& ts = TS();
+  ts.scratch_block = mark.block;
+  ts.scratch_offset = mark.offset;
 }
 int64_t* ScratchAlloc(int32_t count) {
-  Scratch& s = tls_scratch;
-  if (s.blocks.empty()) s.blocks.emplace_back(new int64_t[kScratchBlock]);
-  if (s.offset + count > kScratchBlock) {  // count <= 64 (numpy's NPY_MAXDIMS)
-    ++s.block;
-    s.offset = 0;
-    if (s.block == int32_t(s.blocks.size())) s.blocks.emplace_back(new int64_t[kScratchBlock]);
+  ThreadState& s = TS();
+  if (s.scratch_blocks.empty()) s.scratch_blocks.emplace_back(new int64_t[kScratchBlock]);
+  if (s.scratch_offset + count > kScratchBlock) {  // count <= 64 (numpy's NPY_MAXDIMS)
+    ++s.scratch_block;
+    s.scratch_offset = 0;
+    if (s.scratch_block == int32_t(s.scratch_blocks.size())) s.scratch_blocks.emplace_back(new int64_t[kScratchBlock]);
   }
-  int64_t* p = s.blocks[s.block].get() + s.offset;
-  s.offset += count;
+  int64_t* p = s.scratch_blocks[s.scratch_block].get() + s.scratch_offset;
+  s.scratch_offset += count;
   return p;
 }
 
 // =============================================================== overrides ====
-namespace {
-struct StreamOverride {
-  int32_t device_type;
-  int32_t device_id;
-  void* previous;
-};
-struct Overrides {
-  std::vector<StreamOverride> streams;
-  std::vector<AdapterTable*> outputs;
-};
-thread_local Overrides tls_overrides;
-}  // namespace
-
 bool HasStreamOverride(int32_t device_type, int32_t device_id) {
-  for (const auto& o : tls_overrides.streams) {
+  for (const auto& o : TS().stream_overrides) {
     if (o.device_type == device_type && o.device_id == device_id) return true;
   }
   return false;
 }
 AdapterTable* OutputOverride() {
-  return tls_overrides.outputs.empty() ? nullptr : tls_overrides.outputs.back();
+  const auto& outputs = TS().output_overrides;
+  return outputs.empty() ? nullptr : outputs.back();
 }
 
 // _core.push_stream(device_type, device_id, handle) / pop_stream(): use_raw_stream's body.
 PyObject* PushStream(int32_t device_type, int32_t device_id, void* handle) {
   void* previous = TPEnvSetStream(device_type, device_id, handle);
-  tls_overrides.streams.push_back({device_type, device_id, previous});
+  TS().stream_overrides.push_back({device_type, device_id, previous});
   Py_RETURN_NONE;
 }
 PyObject* PopStream() {
-  if (tls_overrides.streams.empty()) return PyErr_Format(PyExc_RuntimeError, "no stream context to leave");
-  StreamOverride o = tls_overrides.streams.back();
-  tls_overrides.streams.pop_back();
+  auto& overrides = TS().stream_overrides;
+  if (overrides.empty()) return PyErr_Format(PyExc_RuntimeError, "no stream context to leave");
+  StreamOverride o = overrides.back();
+  overrides.pop_back();
   TPEnvSetStream(o.device_type, o.device_id, o.previous);
   Py_RETURN_NONE;
 }
 PyObject* PushOutput(AdapterTable* table) {
-  tls_overrides.outputs.push_back(table);
+  TS().output_overrides.push_back(table);
   Py_RETURN_NONE;
 }
 PyObject* PopOutput() {
-  if (tls_overrides.outputs.empty()) return PyErr_Format(PyExc_RuntimeError, "no output_framework context to leave");
-  tls_overrides.outputs.pop_back();
+  auto& outputs = TS().output_overrides;
+  if (outputs.empty()) return PyErr_Format(PyExc_RuntimeError, "no output_framework context to leave");
+  outputs.pop_back();
   Py_RETURN_NONE;
 }
 
 // ================================================================== errors ====
 namespace {
-// The Python exception behind the thread's TPError, when a Python callback raised it.
-struct PendingException {
-  PyObject* exception = nullptr;
-  std::string kind, message;
-};
-thread_local PendingException tls_pending;
-
 PyObject* ExceptionForKind(const std::string& kind) {
   struct Entry {
     const char* name;
@@ -139,9 +131,10 @@ void TPErrorFromPython() {
   PyErr_Clear();
   Py_XDECREF(type);
   Py_XDECREF(traceback);
-  Py_XSETREF(tls_pending.exception, value);
-  tls_pending.kind = kind;
-  tls_pending.message = message;
+  ThreadState& ts = TS();
+  Py_XSETREF(ts.pending_exception, value);
+  ts.pending_kind = kind;
+  ts.pending_message = message;
   TPErrorSet(kind.c_str(), message.c_str());
 }
 
@@ -151,9 +144,10 @@ PyObject* RaiseFromTPError() {
   TPErrorGet(&kind, &message);
   std::string k(kind), m(message);
   TPErrorClear();
-  PyObject* pending = tls_pending.exception;
-  tls_pending.exception = nullptr;
-  if (pending && k == tls_pending.kind && m == tls_pending.message) {  // a callback's own exception
+  ThreadState& ts = TS();
+  PyObject* pending = ts.pending_exception;
+  ts.pending_exception = nullptr;
+  if (pending && k == ts.pending_kind && m == ts.pending_message) {  // a callback's own exception
     PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(pending)), pending);
     Py_DECREF(pending);
     return nullptr;

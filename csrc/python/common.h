@@ -3,7 +3,9 @@
 #include <Python.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "tensorplug/c_api.h"
 
@@ -40,8 +42,9 @@ AdapterTable* LookupAdapter(PyTypeObject* type);
 AdapterTable* TableFromCapsule(PyObject* capsule, PyObject* name, ReadOnlyPolicy policy,
                                int (*is_read_only)(PyObject*));
 // The table the python trampolines use; set around each call into a python table.
-AdapterTable*& ActivePythonTable();
+inline AdapterTable*& ActivePythonTable();
 // Scoped selection of the active python table (no-op for C tables).
+struct ThreadState;
 struct PythonTableScope {
   AdapterTable* saved;
   bool active;
@@ -78,6 +81,11 @@ AdapterTable* CoreTensorTable();
 // The numpy table (numpy must already be imported).
 const DLPackExchangeAPI* NumpyExchangeAPI();
 int NumpyIsReadOnly(PyObject* obj);
+// DLPack dtype of a numpy dtype object (false when it has none or is not one).
+bool NumpyDTypeOf(PyObject* descr, DLDataType* out);
+// Import functions for jax arrays (C code reading the array's attributes, see jax_import.cc).
+int JaxView(void* obj, DLTensor* out);
+int JaxManaged(void* obj, DLManagedTensorVersioned** out);
 
 // Owning managed tensor from a DLPack capsule (versioned or legacy); marks it used.
 int ManagedFromCapsule(PyObject* capsule, DLManagedTensorVersioned** out);
@@ -98,6 +106,35 @@ bool DTypeFromString(const char* s, DLDataType* out);
 bool DeviceFromString(const char* s, DLDevice* out);
 const char* DeviceTypeName(int32_t device_type);
 int32_t DeviceTypeFromName(const std::string& name);
+
+// ------------------------------------------------------------ thread state ----
+// Everything the extension keeps per thread, behind one initial-exec TLS pointer: a call
+// touches it several times, and each general-dynamic TLS access costs a function call.
+struct StreamOverride {
+  int32_t device_type;
+  int32_t device_id;
+  void* previous;
+};
+struct ThreadState {
+  // Scratch arena (see ScratchAlloc): blocks of int64, never freed while the thread lives.
+  std::vector<std::unique_ptr<int64_t[]>> scratch_blocks;
+  int32_t scratch_block = 0;
+  int32_t scratch_offset = 0;
+  std::vector<StreamOverride> stream_overrides;  // use_stream / use_raw_stream
+  std::vector<AdapterTable*> output_overrides;   // output_framework
+  AdapterTable* python_table = nullptr;          // see ActivePythonTable
+  // The Python exception behind the thread's TPError, when a Python callback raised it.
+  PyObject* pending_exception = nullptr;
+  std::string pending_kind, pending_message;
+};
+ThreadState* NewThreadState();
+extern thread_local ThreadState* tls_thread_state __attribute__((tls_model("initial-exec")));
+inline ThreadState& TS() {
+  ThreadState* state = tls_thread_state;
+  return state ? *state : *NewThreadState();
+}
+
+inline AdapterTable*& ActivePythonTable() { return TS().python_table; }
 
 // ------------------------------------------------- per-thread call scratch ----
 // Stack-like arena for data that must live until the current call returns (element

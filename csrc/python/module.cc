@@ -12,7 +12,7 @@ bool InitFunctionType(PyObject* module);
 void SetResolver(PyObject* resolver);
 void ClearAdapterCache();
 void SetSignatureBuilder(PyObject* builder);
-PyObject* MakePythonTable(PyObject*, PyObject*, PyObject*, PyObject*);
+PyObject* MakePythonTable(PyObject*, PyObject*, PyObject*, PyObject*, const char*);
 PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, const char* read_only, bool python,
                            PyObject* complex_check);
 PyObject* PushStream(int32_t device_type, int32_t device_id, void* handle);
@@ -134,8 +134,11 @@ PyObject* ClearCachePy(PyObject*, PyObject*) {
 
 PyObject* MakePythonTablePy(PyObject*, PyObject* args) {
   PyObject *to_dlpack, *from_dlpack, *current_stream, *allocate;
-  if (!PyArg_ParseTuple(args, "OOOO", &to_dlpack, &from_dlpack, &current_stream, &allocate)) return nullptr;
-  return MakePythonTable(to_dlpack, from_dlpack, current_stream, allocate);
+  const char* c_import = nullptr;
+  if (!PyArg_ParseTuple(args, "OOOO|z", &to_dlpack, &from_dlpack, &current_stream, &allocate, &c_import)) {
+    return nullptr;
+  }
+  return MakePythonTable(to_dlpack, from_dlpack, current_stream, allocate, c_import);
 }
 
 PyObject* MakeAdapterTablePy(PyObject*, PyObject* args) {
@@ -292,7 +295,7 @@ PyMethodDef kMethods[] = {
     {"set_resolver", SetResolverPy, METH_O, "set_resolver(fn): fn(type) -> adapter table capsule | None"},
     {"clear_adapter_cache", ClearCachePy, METH_NOARGS, "forget every per-type adapter"},
     {"make_python_table", MakePythonTablePy, METH_VARARGS,
-     "make_python_table(to_dlpack, from_dlpack, current_stream, allocate) -> exchange API capsule"},
+     "make_python_table(to_dlpack, from_dlpack, current_stream, allocate, c_import=None) -> exchange API capsule"},
     {"make_adapter_table", MakeAdapterTablePy, METH_VARARGS,
      "make_adapter_table(capsule, name, read_only, python=False, complex_check=None) -> adapter table capsule"},
     {"numpy_exchange_api", NumpyExchangeAPIPy, METH_NOARGS, "the core's numpy exchange API capsule"},

@@ -223,6 +223,10 @@ DLPackExchangeAPI g_numpy_api = {
 
 }  // namespace
 
+bool NumpyDTypeOf(PyObject* descr, DLDataType* out) {
+  return PyArray_DescrCheck(descr) && DTypeOfDescr(reinterpret_cast<PyArray_Descr*>(descr), out);
+}
+
 const DLPackExchangeAPI* NumpyExchangeAPI() {
   if (!g_numpy_ready) {
     if (_import_array() < 0) return nullptr;  // numpy is imported already: a tensor is in hand

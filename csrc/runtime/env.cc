@@ -5,6 +5,8 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <memory>
+#include <vector>
 
 #include "runtime_internal.h"
 
@@ -18,13 +20,15 @@ struct StreamEntry {
   int32_t device_id;
   void* stream;
 };
-constexpr int kMaxStreamEntries = 64;
 struct StreamTable {
-  StreamEntry entries[kMaxStreamEntries];
-  int size = 0;
+  std::vector<StreamEntry> entries;
 };
-thread_local StreamTable tls_streams;
-thread_local DLPackManagedTensorAllocator tls_allocator = nullptr;
+// Initial-exec TLS: every call from Python reads and restores these, and the
+// general-dynamic model would cost a __tls_get_addr call per access. Only pointer-sized
+// variables live in static TLS; the table itself is on the heap.
+#define TP_FAST_TLS __attribute__((tls_model("initial-exec")))
+thread_local StreamTable* tls_streams TP_FAST_TLS = nullptr;
+thread_local DLPackManagedTensorAllocator tls_allocator TP_FAST_TLS = nullptr;
 
 // ---- default CPU allocator: one malloc holding the header, shape, strides and data ----
 constexpr size_t kDataAlignment = 64;
@@ -88,6 +92,18 @@ int DefaultCPUAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, voi
   return 0;
 }
 
+// "cpu:0", "cuda:1", ... for error messages.
+std::string DeviceName(DLDevice device) {
+  static const char* const kNames[] = {nullptr, "cpu", "cuda", "cuda_host", "opencl", nullptr, nullptr,
+                                       "vulkan", "metal", "vpi", "rocm", "rocm_host", "ext_dev",
+                                       "cuda_managed", "oneapi", "webgpu", "hexagon", "maia", "trn"};
+  int type = device.device_type;
+  std::string name = (type > 0 && type < int(sizeof(kNames) / sizeof(kNames[0])) && kNames[type])
+                         ? kNames[type]
+                         : "device" + std::to_string(type);
+  return name + ":" + std::to_string(device.device_id);
+}
+
 // ---- storage ----
 struct StoredValue {
   void* value;
@@ -107,38 +123,31 @@ std::map<std::string, StoredValue>& Storage() {
 extern "C" {
 
 void* TPEnvGetStream(int32_t device_type, int32_t device_id) {
-  const StreamTable& table = tls_streams;
-  for (int i = 0; i < table.size; ++i) {
-    const StreamEntry& e = table.entries[i];
+  const StreamTable* table = tls_streams;
+  if (!table) return nullptr;
+  for (const StreamEntry& e : table->entries) {
     if (e.device_type == device_type && e.device_id == device_id) return e.stream;
   }
   return nullptr;
 }
 
 void* TPEnvSetStream(int32_t device_type, int32_t device_id, void* stream) {
-  StreamTable& table = tls_streams;
-  for (int i = 0; i < table.size; ++i) {
-    StreamEntry& e = table.entries[i];
+  StreamTable* table = tls_streams;
+  if (!table) {
+    if (stream == nullptr) return nullptr;  // the default needs no entry
+    // Freed with the thread: a thread_local owner runs its destructor at thread exit.
+    static thread_local std::unique_ptr<StreamTable> owner(new StreamTable);
+    table = tls_streams = owner.get();
+  }
+  for (StreamEntry& e : table->entries) {
     if (e.device_type == device_type && e.device_id == device_id) {
       void* previous = e.stream;
       e.stream = stream;
       return previous;
     }
   }
-  // A NULL stream is the default: no entry needed. A thread touching more than
-  // kMaxStreamEntries devices reuses the oldest slot that holds the default stream.
-  if (stream == nullptr) return nullptr;
-  if (table.size < kMaxStreamEntries) {
-    table.entries[table.size++] = {device_type, device_id, stream};
-    return nullptr;
-  }
-  for (int i = 0; i < table.size; ++i) {
-    if (table.entries[i].stream == nullptr) {
-      table.entries[i] = {device_type, device_id, stream};
-      return nullptr;
-    }
-  }
-  std::abort();  // more than 64 devices with a non-default stream on one thread
+  if (stream != nullptr) table->entries.push_back({device_type, device_id, stream});
+  return nullptr;
 }
 
 DLPackManagedTensorAllocator TPEnvGetAllocator(void) { return tls_allocator; }
@@ -152,11 +161,27 @@ DLPackManagedTensorAllocator TPEnvSetAllocator(DLPackManagedTensorAllocator allo
 int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out) {
   DLPackManagedTensorAllocator alloc = tls_allocator ? tls_allocator : DefaultCPUAllocator;
   *out = nullptr;
-  if (alloc(prototype, out, nullptr, SetErrorToThread) != 0 || *out == nullptr) {
-    if (!TPErrorGet(nullptr, nullptr)) TPErrorSet("MemoryError", "the allocator returned no tensor");
-    return -1;
+  TPErrorClear();
+  if (alloc(prototype, out, nullptr, SetErrorToThread) == 0 && *out != nullptr) return 0;
+  // Whatever the framework said, the caller learns what was asked for and where. Argument
+  // errors keep their kind; everything else is out-of-memory from the caller's view.
+  const char* kind = "MemoryError";
+  const char* why = "the allocator returned no tensor";
+  TPErrorGet(&kind, &why);
+  const std::string out_kind = (std::strcmp(kind, "TypeError") == 0 || std::strcmp(kind, "ValueError") == 0)
+                                   ? kind : "MemoryError";
+  uint64_t numel = 1;
+  std::string shape = "[";
+  for (int32_t i = 0; i < prototype->ndim; ++i) {
+    numel *= static_cast<uint64_t>(prototype->shape[i]);
+    shape += (i ? "," : "") + std::to_string(prototype->shape[i]);
   }
-  return 0;
+  shape += "]";
+  const uint64_t nbytes = (numel * prototype->dtype.bits * prototype->dtype.lanes + 7) / 8;
+  const std::string message = "cannot allocate " + std::to_string(nbytes) + " bytes (shape " + shape + ") on " +
+                              DeviceName(prototype->device) + ": " + why;
+  TPErrorSet(out_kind.c_str(), message.c_str());
+  return -1;
 }
 
 int TPEnvStorageSet(const char* key, void* value, void (*deleter)(void*)) {

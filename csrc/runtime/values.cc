@@ -64,24 +64,30 @@ struct ThreadError {
   std::string message;
 };
 thread_local ThreadError tls_error;
+// Read on every failed call; checking "is an error set" should not need the full
+// thread_local machinery of tls_error, whose std::strings need lazy construction.
+thread_local bool tls_error_set __attribute__((tls_model("initial-exec"))) = false;
 }  // namespace
 
 extern "C" {
 
 void TPErrorSet(const char* kind, const char* message) {
+  tls_error_set = true;
   tls_error.set = true;
   tls_error.kind = kind ? kind : "RuntimeError";
   tls_error.message = message ? message : "";
 }
 
 int TPErrorGet(const char** kind, const char** message) {
-  if (!tls_error.set) return 0;
+  if (!tls_error_set) return 0;
   if (kind) *kind = tls_error.kind.c_str();
   if (message) *message = tls_error.message.c_str();
   return 1;
 }
 
 void TPErrorClear(void) {
+  if (!tls_error_set) return;
+  tls_error_set = false;
   tls_error.set = false;
   tls_error.kind.clear();
   tls_error.message.clear();
