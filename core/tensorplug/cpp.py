@@ -130,12 +130,28 @@ def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ld
         linker = compilers.get("c++") or _compiler("c++")
         ldflags = [f"-L{lib_dir()}", "-ltensorplug", f"-Wl,-rpath,{lib_dir()}"]
         if "cuda" in kinds:
-            cuda_lib = Path(compilers["cuda"]).resolve().parent.parent / "lib64"
+            cuda_lib = _cuda_lib_dir(compilers["cuda"])
             ldflags += [f"-L{cuda_lib}", "-lcudart", f"-Wl,-rpath,{cuda_lib}"]
         tmp_target = os.path.join(tmp, f"{name}.so")
         _run([linker, "-shared", "-o", tmp_target, *objects, *ldflags, *extra_ldflags], verbose)
         os.replace(tmp_target, target)  # atomic: concurrent builders see a whole file
     return str(target)
+
+
+def _cuda_lib_dir(nvcc: str) -> str:
+    """The directory holding libcudart.so for this nvcc."""
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), str(Path(nvcc).resolve().parent.parent)]
+    try:  # nvcc is sometimes a wrapper script: `exec /usr/local/cuda-X/bin/nvcc "$@"`
+        text = Path(nvcc).read_text(errors="ignore")[:4096]
+        roots += [m.group(1) for m in re.finditer(r"(/\S+)/bin/nvcc", text)]
+    except OSError:
+        pass
+    roots.append("/usr/local/cuda")
+    for root in filter(None, roots):
+        for sub in ("lib64", "lib", "targets/x86_64-linux/lib"):
+            if (Path(root) / sub / "libcudart.so").exists():
+                return str(Path(root) / sub)
+    raise BuildError(f"cannot find libcudart.so for {nvcc}: set CUDA_HOME")
 
 
 _PARAM_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:\[\s*\])?\s*(?:=.*)?$")
