@@ -3,39 +3,41 @@
 from __future__ import annotations
 
 import os
+import types
 
 from . import _core
 
 
-class Module:
+class Module(types.ModuleType):
     """A loaded kernel library. Its exported functions are attributes (``m.scale``) and
-    items (``m["scale"]``); ``m.functions`` lists them; ``"scale" in m`` tests for one."""
+    items (``m["scale"]``); ``m.functions`` lists them; ``"scale" in m`` tests for one.
+
+    A Module is a module object: attribute lookups take the interpreter's fast path for
+    module attributes, which matters when a function is looked up on every call.
+    """
 
     def __init__(self, path, *, release_gil: bool = True):
         path = os.fspath(path)
-        self._handle, names = _core.load_library(path)
+        super().__init__(os.path.basename(path), f"tensorplug kernel library {path}")
+        handle, names = _core.load_library(path)
         self.path = path
         self.functions: tuple[str, ...] = tuple(names)
-        self._release_gil = release_gil
+        self._handle = handle
+        for name in names:
+            setattr(self, name, _core.get_function(handle, name, release_gil))
+        # Looked up by the module type only when normal lookup fails.
+        self.__getattr__ = self._missing_attribute
 
-    def __getattr__(self, name: str):
-        # Only reached for names not yet cached in the instance dict.
-        if name.startswith("__") or name not in self.__dict__.get("functions", ()):
-            raise AttributeError(self._missing(name))
-        func = _core.get_function(self._handle, name, self._release_gil)
-        self.__dict__[name] = func
-        return func
+    def _missing_attribute(self, name: str):
+        raise AttributeError(self._missing(name))
 
     def __getitem__(self, name: str):
         if name not in self.functions:
             raise KeyError(self._missing(name))
-        return getattr(self, name)
+        return self.__dict__[name]
 
     def __contains__(self, name: object) -> bool:
         return name in self.functions
-
-    def __dir__(self):
-        return sorted(set(super().__dir__()) | set(self.functions))
 
     def __repr__(self) -> str:
         return f"<tensorplug.Module {self.path!r} functions={list(self.functions)}>"

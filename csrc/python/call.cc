@@ -259,15 +259,27 @@ struct FunctionObject {
 };
 
 constexpr int kMaxArgs = 64;
+constexpr int kInlineArgs = 16;  // frames for up to this many arguments live on the stack
 PyObject* g_signature_builder = nullptr;  // tensorplug._signature.build(name, text)
 
-// Everything a call must undo, on the stack.
+template <int N>
+struct FrameStorage {
+  TPAny packed[N];
+  DLTensor views[N];
+  DLManagedTensorVersioned* owned[N];
+  TPFunctionHandle funcs[N];
+};
+
+// Everything a call must undo.
 struct CallFrame {
-  TPAny packed[kMaxArgs];
-  DLTensor views[kMaxArgs];
-  DLManagedTensorVersioned* owned[kMaxArgs];  // owning exports used as views: freed after
+  template <int N>
+  explicit CallFrame(FrameStorage<N>& storage)
+      : packed(storage.packed), views(storage.views), owned(storage.owned), funcs(storage.funcs) {}
+  TPAny* packed;
+  DLTensor* views;
+  DLManagedTensorVersioned** owned;  // owning exports used as views: freed after the call
   int num_owned = 0;
-  TPFunctionHandle funcs[kMaxArgs];           // functions made for Python callables
+  TPFunctionHandle* funcs;           // functions made for Python callables
   int num_funcs = 0;
   int primary = -1;
   DLDevice primary_device{kDLCPU, 0};
@@ -513,12 +525,24 @@ PyObject* ArityError(FunctionObject* f, Py_ssize_t nargs) {
                       names.c_str(), nargs);
 }
 
+PyObject* CallInFrame(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs, CallFrame& frame);
+
 PyObject* Call(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs) {
   const Signature* sig = f->sig;
   if (sig->known && size_t(nargs) != sig->params.size()) return ArityError(f, nargs);
+  if (nargs <= kInlineArgs) {
+    FrameStorage<kInlineArgs> storage;
+    CallFrame frame(storage);
+    return CallInFrame(f, args, nargs, frame);
+  }
   if (nargs > kMaxArgs) return TooManyArgs(f, nargs);
+  auto storage = std::make_unique<FrameStorage<kMaxArgs>>();
+  CallFrame frame(*storage);
+  return CallInFrame(f, args, nargs, frame);
+}
 
-  CallFrame frame;
+PyObject* CallInFrame(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs, CallFrame& frame) {
+  const Signature* sig = f->sig;
   ScratchMark mark = ScratchSave();
   for (Py_ssize_t i = 0; i < nargs; ++i) {
     if (!ConvertArg(f, frame, int(i), args[i], sig->known ? &sig->params[i] : nullptr)) {
