@@ -223,7 +223,7 @@ class _Registry:
             rows.append(AdapterRecord(info.name, dist, dist_version, info.framework, installed, fw_version,
                                       tuple(info.tensor_types), tuple(info.capabilities), info.fast_path,
                                       None, plugin))
-        rows.reverse()  # registration order: built-ins first
+        rows.sort(key=lambda r: (r.distribution != "tensorplug", r.name))  # built-ins first
         return rows + list(self.errors)
 
 
