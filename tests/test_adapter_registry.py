@@ -177,3 +177,25 @@ def test_broken_plugin_warns_and_others_keep_working(tmp_path, kernels):
             "ImportError: this plugin is broken on purpose") in warnings_line
     assert "('broken', 'ImportError: this plugin is broken on purpose')" in errors_line
     assert result == "3.0"
+
+
+def test_table_refusing_negative_strides(kernels):
+    # What the torch adapter does for torch <= 2.12, which aborts on such imports.
+    class NoNegativeStrides:
+        table = tensorplug.ExchangeTable.from_python("strict", from_dlpack=lambda t: Box(np.from_dlpack(t)),
+                                                     to_dlpack=lambda box: box.array, negative_strides=False)
+
+        @tensorplug.hookimpl
+        def tensorplug_exchange_table(self, tensor_type):
+            return self.table if tensor_type is Box else None
+
+    plugin = NoNegativeStrides()
+    tensorplug.register_adapter(plugin)
+    try:
+        flipped = Box(np.arange(4, dtype=np.float32)[::-1])
+        assert kernels.strided_sum(flipped) == 6.0  # taking it in is fine
+        with pytest.raises(ValueError, match=r"strict cannot import a tensor with negative strides \(stride -1 of dim 0\)"):
+            kernels.identity(flipped)  # handing it back is refused, not an abort
+        assert type(kernels.identity(Box(np.arange(4, dtype=np.float32)))) is Box
+    finally:
+        tensorplug.unregister_adapter(plugin)

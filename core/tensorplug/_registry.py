@@ -64,10 +64,10 @@ class ExchangeTable:
     :meth:`from_python` (Python callables, wrapped by the core into a C table).
     """
 
-    __slots__ = ("adapter", "capsule", "read_only", "python", "complex_check", "_c_table")
+    __slots__ = ("adapter", "capsule", "read_only", "python", "complex_check", "negative_strides", "_c_table")
 
     def __init__(self, adapter: str, capsule, *, read_only: str = "never", python: bool = False,
-                 complex_check=None):
+                 complex_check=None, negative_strides: bool = True):
         if read_only not in _READ_ONLY_POLICIES:
             raise ValueError(f"read_only: expected one of {_READ_ONLY_POLICIES}, got {read_only!r}")
         self.adapter = adapter
@@ -75,21 +75,27 @@ class ExchangeTable:
         self.read_only = read_only
         self.python = python
         self.complex_check = complex_check
-        self._c_table = _core.make_adapter_table(capsule, adapter, read_only, python, complex_check)
+        self.negative_strides = negative_strides
+        self._c_table = _core.make_adapter_table(capsule, adapter, read_only, python, complex_check,
+                                                 negative_strides)
 
     @classmethod
-    def from_capsule(cls, capsule, adapter: str, *, read_only: str = "never",
-                     complex_check=None) -> "ExchangeTable":
+    def from_capsule(cls, capsule, adapter: str, *, read_only: str = "never", complex_check=None,
+                     negative_strides: bool = True) -> "ExchangeTable":
         """A table from a ``"dlpack_exchange_api"`` capsule, such as a framework's
         ``type(x).__dlpack_c_exchange_api__``. ``read_only`` is ``"never"``, ``"always"``
         (immutable arrays) or ``"numpy"`` (the core's numpy table checks each array).
         ``complex_check(x)``, if given, runs for complex-valued tensors only and raises to
-        refuse one (torch: conjugate views, whose bit DLPack cannot carry)."""
-        return cls(adapter, capsule, read_only=read_only, complex_check=complex_check)
+        refuse one (torch: conjugate views, whose bit DLPack cannot carry).
+        ``negative_strides=False`` makes the core refuse, with a ValueError, to hand the
+        framework a tensor with negative strides (torch <= 2.12 aborts on those)."""
+        return cls(adapter, capsule, read_only=read_only, complex_check=complex_check,
+                   negative_strides=negative_strides)
 
     @classmethod
     def from_python(cls, adapter: str, *, from_dlpack, to_dlpack=None, current_stream=None,
-                    allocate=None, read_only: str = "never", c_import: str | None = None) -> "ExchangeTable":
+                    allocate=None, read_only: str = "never", c_import: str | None = None,
+                    negative_strides: bool = True) -> "ExchangeTable":
         """A table from Python callables; the path any third party can write.
 
         - ``from_dlpack(t)``: make a framework tensor from a ``tensorplug.Tensor`` (zero copy),
@@ -106,7 +112,7 @@ class ExchangeTable:
           device directly, skipping ``__dlpack__``).
         """
         capsule = _core.make_python_table(to_dlpack, from_dlpack, current_stream, allocate, c_import)
-        return cls(adapter, capsule, read_only=read_only, python=True)
+        return cls(adapter, capsule, read_only=read_only, python=True, negative_strides=negative_strides)
 
     def __repr__(self) -> str:
         kind = "python" if self.python else "C"

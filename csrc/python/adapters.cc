@@ -302,7 +302,7 @@ PyObject* MakePythonTable(PyObject* to_dlpack, PyObject* from_dlpack, PyObject* 
 
 // _core.make_adapter_table(capsule, name, read_only, python) -> "tensorplug.adapter_table"
 PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, const char* read_only, bool python,
-                           PyObject* complex_check) {
+                           PyObject* complex_check, bool negative_strides) {
   ReadOnlyPolicy policy = ReadOnlyPolicy::kNever;
   int (*probe)(PyObject*) = nullptr;
   if (strcmp(read_only, "always") == 0) {
@@ -317,6 +317,7 @@ PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, const char* read_o
   if (!table) return nullptr;
   if (python) table->python = reinterpret_cast<PythonTable*>(const_cast<DLPackExchangeAPI*>(table->api));
   if (complex_check && complex_check != Py_None) table->complex_check = Py_NewRef(complex_check);
+  table->negative_strides = negative_strides;
   return PyCapsule_New(table, "tensorplug.adapter_table", nullptr);
 }
 

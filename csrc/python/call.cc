@@ -761,6 +761,18 @@ PyObject* ValueToPython(TPAny* value, AdapterTable* output) {
       DLManagedTensorVersioned* managed = value->v_tensor;
       value->type_index = kTPNone;
       if (!output) return TensorFromManaged(managed);
+      if (!output->negative_strides) {
+        const DLTensor& t = managed->dl_tensor;
+        for (int32_t i = 0; i < t.ndim; ++i) {
+          if (t.strides[i] < 0) {
+            if (managed->deleter) managed->deleter(managed);
+            return PyErr_Format(PyExc_ValueError,
+                                "%U cannot import a tensor with negative strides (stride %lld of dim %d); "
+                                "return a contiguous tensor or use output_framework() with another framework",
+                                output->name, static_cast<long long>(t.strides[i]), int(i));
+          }
+        }
+      }
       PythonTableScope scope(output);
       void* obj = nullptr;
       if (output->api->managed_tensor_to_py_object_no_sync(managed, &obj) != 0) return nullptr;

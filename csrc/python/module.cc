@@ -14,7 +14,7 @@ void ClearAdapterCache();
 void SetSignatureBuilder(PyObject* builder);
 PyObject* MakePythonTable(PyObject*, PyObject*, PyObject*, PyObject*, const char*);
 PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, const char* read_only, bool python,
-                           PyObject* complex_check);
+                           PyObject* complex_check, bool negative_strides);
 PyObject* PushStream(int32_t device_type, int32_t device_id, void* handle);
 PyObject* PopStream();
 PyObject* PushOutput(AdapterTable* table);
@@ -144,10 +144,12 @@ PyObject* MakePythonTablePy(PyObject*, PyObject* args) {
 PyObject* MakeAdapterTablePy(PyObject*, PyObject* args) {
   PyObject *capsule, *name;
   const char* read_only;
-  int python = 0;
+  int python = 0, negative_strides = 1;
   PyObject* complex_check = Py_None;
-  if (!PyArg_ParseTuple(args, "OUs|pO", &capsule, &name, &read_only, &python, &complex_check)) return nullptr;
-  return MakeAdapterTable(capsule, name, read_only, python != 0, complex_check);
+  if (!PyArg_ParseTuple(args, "OUs|pOp", &capsule, &name, &read_only, &python, &complex_check, &negative_strides)) {
+    return nullptr;
+  }
+  return MakeAdapterTable(capsule, name, read_only, python != 0, complex_check, negative_strides != 0);
 }
 
 PyObject* NumpyExchangeAPIPy(PyObject*, PyObject*) {
@@ -226,10 +228,11 @@ PyObject* ToFrameworkPy(PyObject*, PyObject* args) {
   if (!table) return nullptr;
   DLManagedTensorVersioned* managed = nullptr;
   if (CoreTensorTable()->api->managed_tensor_from_py_object_no_sync(tensor, &managed) != 0) return nullptr;
-  PythonTableScope scope(table);
-  void* out = nullptr;
-  if (table->api->managed_tensor_to_py_object_no_sync(managed, &out) != 0) return nullptr;
-  return static_cast<PyObject*>(out);
+  TPAny value;
+  value.type_index = kTPTensor;
+  value.flags = 0;
+  value.v_tensor = managed;
+  return ValueToPython(&value, table);
 }
 
 // empty(shape, dtype, device) -> Tensor from libtensorplug's default CPU allocator.
@@ -297,7 +300,7 @@ PyMethodDef kMethods[] = {
     {"make_python_table", MakePythonTablePy, METH_VARARGS,
      "make_python_table(to_dlpack, from_dlpack, current_stream, allocate, c_import=None) -> exchange API capsule"},
     {"make_adapter_table", MakeAdapterTablePy, METH_VARARGS,
-     "make_adapter_table(capsule, name, read_only, python=False, complex_check=None) -> adapter table capsule"},
+     "make_adapter_table(capsule, name, read_only, python=False, complex_check=None, negative_strides=True) -> adapter table capsule"},
     {"numpy_exchange_api", NumpyExchangeAPIPy, METH_NOARGS, "the core's numpy exchange API capsule"},
     {"push_stream", PushStreamPy, METH_VARARGS, "push_stream(device_type, device_id, handle)"},
     {"pop_stream", PopStreamPy, METH_NOARGS, "leave the innermost stream context"},

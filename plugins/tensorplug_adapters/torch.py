@@ -19,12 +19,20 @@ from tensorplug import AdapterInfo, ExchangeTable, hookimpl
 _table: ExchangeTable | None = None
 
 
+def _accepts_negative_strides(torch) -> bool:
+    # torch <= 2.12 aborts the process when it imports a tensor with negative strides.
+    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
+    return (major, minor) >= (2, 13)
+
+
 def _torch_table(torch) -> ExchangeTable:
     global _table
     if _table is None:
         capsule = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
+        negative_strides = _accepts_negative_strides(torch)
         if capsule is not None:
-            _table = ExchangeTable.from_capsule(capsule, "torch", complex_check=_refuse_conjugate)
+            _table = ExchangeTable.from_capsule(capsule, "torch", complex_check=_refuse_conjugate,
+                                                negative_strides=negative_strides)
         else:  # torch < 2.10
             _table = ExchangeTable.from_python(
                 "torch",
@@ -32,6 +40,7 @@ def _torch_table(torch) -> ExchangeTable:
                 to_dlpack=_export,
                 current_stream=_current_stream,
                 allocate=_allocate,
+                negative_strides=negative_strides,
             )
     return _table
 
