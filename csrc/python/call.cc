@@ -316,6 +316,12 @@ void AnnotateError(FunctionObject* f, int index, const Param* param) {
   PyErr_Fetch(&type, &value, &tb);
   PyErr_NormalizeException(&type, &value, &tb);
   PyObject* text = value ? PyObject_Str(value) : nullptr;
+  if (text) {
+    // torch appends its C++ backtrace ("\nException raised from ..."): keep the message.
+    static PyObject* const marker = PyUnicode_InternFromString("\nException raised from");
+    Py_ssize_t cut = PyUnicode_Find(text, marker, 0, PyUnicode_GET_LENGTH(text), 1);
+    if (cut > 0) Py_SETREF(text, PyUnicode_Substring(text, 0, cut));
+  }
   if (param) {
     PyErr_Format(type, "%U() argument %d '%s': %S", f->name, index + 1, param->name.c_str(), text);
   } else {
@@ -867,7 +873,8 @@ int PythonToValue(PyObject* obj, TPAny* out) {
       out->v_func = handle;
       return 0;
     }
-    PyErr_Format(PyExc_TypeError, "cannot pass a %s to a compiled function", Py_TYPE(obj)->tp_name);
+    PyErr_Format(PyExc_TypeError, "a Python callback returned %s, which has no tensorplug value kind",
+                 Py_TYPE(obj)->tp_name);
     return -1;
   }
   return 0;

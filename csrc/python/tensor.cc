@@ -220,9 +220,13 @@ int ManagedFromCapsule(PyObject* capsule, DLManagedTensorVersioned** out) {
     *out = wrapped;
     return 0;
   }
-  PyErr_SetString(PyExc_ValueError,
-                  "expected an unconsumed DLPack capsule ('dltensor_versioned' or 'dltensor'); "
-                  "a DLPack capsule can be consumed only once");
+  if (!PyCapsule_CheckExact(capsule)) {
+    PyErr_Format(PyExc_TypeError, "__dlpack__() returned %s, expected a DLPack capsule", Py_TYPE(capsule)->tp_name);
+  } else {
+    PyErr_SetString(PyExc_ValueError,
+                    "expected an unconsumed DLPack capsule ('dltensor_versioned' or 'dltensor'); "
+                    "a DLPack capsule can be consumed only once");
+  }
   return -1;
 }
 
