@@ -1,0 +1,224 @@
+"""tensorplug.testing: a pytest plugin that certifies tensorplug adapters.
+
+pytest loads this module through tensorplug's ``pytest11`` entry point. It adds
+
+- the option ``--tensorplug-adapter=NAME`` (repeatable, or comma separated): test only
+  these adapters (default: every discovered adapter, plus ``tensorplug`` for
+  ``tensorplug.Tensor`` itself);
+- the fixtures ``tensorplug_adapter`` (a :class:`Framework` per selected adapter; test ids
+  are adapter names), ``tensorplug_pair`` (every ordered pair of adapters, at least one
+  of them selected) and ``tensorplug_kernels`` (the kit's kernel library, compiled once
+  per session);
+- the hook ``pytest_tensorplug_framework(name)`` (:mod:`tensorplug.testing.hooks`), through
+  which a conftest plugs in the Framework of an adapter whose tensors the kit cannot make;
+- the capability report at the end of the run.
+
+The checks are in :mod:`tensorplug.testing.conformance`; run them with
+``pytest --pyargs tensorplug.testing.conformance --tensorplug-adapter=NAME``.
+Importing this module imports no array framework.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from .._frameworks import (DTYPES, AdapterFramework, DLPackArray, Framework, Unsupported, contiguous_strides,
+                           get_framework, make_tensor, numpy_view, sample)
+from .report import CAPABILITIES, CapabilityReport
+
+__all__ = ["CAPABILITIES", "DTYPES", "KERNELS_SOURCE", "AdapterFramework", "DLPackArray", "Framework", "Unsupported",
+           "all_adapters", "capability", "contiguous_strides", "get_framework", "make_tensor", "numpy_view",
+           "run_isolated", "sample"]
+
+KERNELS_SOURCE = Path(__file__).with_name("kernels.cc")
+
+pytest.register_assert_rewrite("tensorplug.testing.conformance")
+
+_frameworks_key = pytest.StashKey[dict]()
+_selected_key = pytest.StashKey[list]()
+
+
+def capability(name: str):
+    """Mark a test (or class) as a check of adapter capability ``name``; its outcome is
+    counted under that name in the capability report."""
+    return pytest.mark.tensorplug_capability(name)
+
+
+def all_adapters() -> list[str]:
+    """Every adapter tensorplug discovered (including those that failed to load), then
+    the ``tensorplug`` pseudo-adapter."""
+    import tensorplug
+
+    return list(dict.fromkeys([r.name for r in tensorplug.adapters()] + ["tensorplug"]))
+
+
+# ------------------------------------------------------------------- hooks ----
+def pytest_addhooks(pluginmanager):
+    from . import hooks
+
+    pluginmanager.add_hookspecs(hooks)
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("tensorplug", "tensorplug adapter conformance")
+    group.addoption("--tensorplug-adapter", action="append", default=[], metavar="NAME",
+                    help="run the tensorplug conformance checks for adapter NAME only (repeatable, or comma "
+                         "separated; default: every discovered adapter and 'tensorplug')")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "tensorplug_capability(name): the adapter capability a test checks")
+    config.stash[_frameworks_key] = {}
+    config.pluginmanager.register(CapabilityReport(), "tensorplug-capability-report")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_tensorplug_framework(name):
+    return get_framework(name)
+
+
+def _selected(config) -> list[str]:
+    if _selected_key not in config.stash:
+        names = [n.strip() for option in config.getoption("tensorplug_adapter") for n in option.split(",")]
+        config.stash[_selected_key] = list(dict.fromkeys(n for n in names if n)) or all_adapters()
+    return config.stash[_selected_key]
+
+
+@pytest.hookimpl(tryfirst=True)  # before the parametrize marks: ids read "numpy-float32"
+def pytest_generate_tests(metafunc):
+    if "tensorplug_adapter" in metafunc.fixturenames:
+        names = _selected(metafunc.config)
+        metafunc.parametrize("tensorplug_adapter", names, ids=names, indirect=True)
+    if "tensorplug_pair" in metafunc.fixturenames:
+        selected = _selected(metafunc.config)
+        everyone = list(dict.fromkeys(all_adapters() + selected))
+        pairs = [(a, b) for a in everyone for b in everyone if a != b and (a in selected or b in selected)]
+        metafunc.parametrize("tensorplug_pair", pairs, ids=[f"{a}-{b}" for a, b in pairs], indirect=True)
+
+
+def pytest_itemcollected(item):
+    marker = item.get_closest_marker("tensorplug_capability")
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if marker is None:
+        return
+    if "tensorplug_adapter" in params:
+        adapters = [params["tensorplug_adapter"]]
+    elif "tensorplug_pair" in params:
+        selected = _selected(item.config)
+        adapters = [name for name in params["tensorplug_pair"] if name in selected]
+    else:
+        return
+    item.user_properties += [("tensorplug_capability", marker.args[0]), ("tensorplug_adapters", adapters)]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    props = dict(item.user_properties)
+    if report.failed and "tensorplug_capability" in props:
+        who = " and ".join(f"'{name}'" for name in props["tensorplug_adapters"])
+        report.sections.append(("tensorplug", f"adapter {who} fails the '{props['tensorplug_capability']}' "
+                                              f"capability"))
+    return report
+
+
+# ---------------------------------------------------------------- fixtures ----
+def _framework(config, name: str) -> Framework:
+    cache = config.stash[_frameworks_key]
+    if name not in cache:
+        cache[name] = config.hook.pytest_tensorplug_framework(name=name)
+    framework = cache[name]
+    if framework is None:
+        import tensorplug
+
+        errors = {r.name: r.error for r in tensorplug.adapters() if r.error}
+        if name in errors:
+            pytest.fail(f"adapter '{name}' failed to load: {errors[name]}", pytrace=False)
+        pytest.fail(f"no adapter named '{name}' (adapters: {', '.join(all_adapters())})", pytrace=False)
+    reason = framework.missing()
+    if reason:
+        pytest.skip(reason)
+    return framework
+
+
+@pytest.fixture
+def tensorplug_adapter(request) -> Framework:
+    """The :class:`Framework` of one adapter under test (parametrized over the selected
+    adapters; skips when its framework is not installed)."""
+    return _framework(request.config, request.param)
+
+
+@pytest.fixture
+def tensorplug_pair(request) -> tuple[Framework, Framework]:
+    """``(first, second)``: the Frameworks of an ordered pair of adapters."""
+    return tuple(_framework(request.config, name) for name in request.param)
+
+
+@pytest.fixture(scope="session")
+def tensorplug_kernels():
+    """The kit's kernel library (``kernels.cc`` next to this module), compiled once."""
+    from tensorplug import cpp, load_module
+
+    return load_module(cpp.build("tensorplug_conformance_kernels", [KERNELS_SOURCE]))
+
+
+# ----------------------------------------------------------------- helpers ----
+def run_isolated(fn, timeout: float = 60.0, fork: bool = True):
+    """Run ``fn()`` in a forked child process, so that a crash (an abort, a segfault)
+    fails a test instead of ending the test run. Returns
+
+    - ``("ok", value)`` (``value`` must pickle),
+    - ``("raised", mro, message)`` with ``mro`` the exception's class names, most derived first,
+    - ``("crashed", signal name)``, or ``("timeout", seconds)``.
+
+    With ``fork=False``, and where ``os.fork`` is not safe (outside Linux), ``fn`` runs in
+    this process.
+    """
+    if not fork or not sys.platform.startswith("linux"):
+        return _outcome(fn)
+    read_end, write_end = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # jax warns about fork in a multithreaded process
+        pid = os.fork()
+    if pid == 0:  # the child: report and leave without running any of the parent's cleanup
+        try:
+            os.close(read_end)
+            os.write(write_end, pickle.dumps(_outcome(fn)))
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    data, finished = b"", True
+    with os.fdopen(read_end, "rb") as pipe:
+        while True:
+            ready, _, _ = select.select([pipe], [], [], timeout)
+            if not ready:
+                finished = False
+                os.kill(pid, signal.SIGKILL)
+                break
+            chunk = os.read(pipe.fileno(), 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    _, status = os.waitpid(pid, 0)
+    if not finished:
+        return ("timeout", timeout)
+    if os.WIFSIGNALED(status):
+        return ("crashed", signal.Signals(os.WTERMSIG(status)).name)
+    return pickle.loads(data)
+
+
+def _outcome(fn):
+    try:
+        value = fn()
+        pickle.dumps(value)
+        return ("ok", value)
+    except BaseException as exc:  # noqa: BLE001  (reported to the parent, whatever it is)
+        return ("raised", [c.__name__ for c in type(exc).__mro__], str(exc))

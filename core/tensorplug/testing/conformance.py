@@ -1,0 +1,478 @@
+"""The tensorplug conformance kit: what every adapter must do, one test class per capability.
+
+Run it against an adapter::
+
+    pytest --pyargs tensorplug.testing.conformance --tensorplug-adapter=NAME
+
+or run it from a test module of your own with ``from tensorplug.testing.conformance import *``.
+Each test gets one adapter's :class:`~tensorplug.testing.Framework` (fixture
+``tensorplug_adapter``) or an ordered pair of them (``tensorplug_pair``) and the kit's
+kernels (``tensorplug_kernels``, from ``kernels.cc``). Tensors are made on the framework's
+own device (``Framework.device``); the kernels that read or write elements are host
+kernels, so those checks run on CPU tensors, while the ``*_on_cuda`` checks use kernels that
+never touch the data and skip with "no CUDA device" where there is none.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+from typing import NamedTuple
+
+import pytest
+
+import tensorplug
+from tensorplug import _core
+from tensorplug._types import as_device
+from tensorplug.testing import DTYPES, Unsupported, capability, get_framework, make_tensor, numpy_view, run_isolated
+
+__all__ = ["TestExchange", "TestDtypes", "TestLayouts", "TestReadOnly", "TestStream", "TestAllocator", "TestOutput",
+           "TestErrors", "TestMixed"]
+
+# name: (shape, strides in elements)
+LAYOUTS = {
+    "0-d": ((), ()),
+    "zero-size": ((0, 3), (3, 1)),
+    "contiguous": ((3, 4), (4, 1)),
+    "transposed": ((4, 3), (1, 4)),
+    "sliced": ((3, 3), (8, 2)),
+    "negative": ((3, 4), (-4, 1)),
+    "reversed": ((5,), (-1,)),
+    "broadcast": ((3, 4), (0, 1)),
+}
+
+# What a kernel or an adapter may raise to refuse a tensor: a clear error, never garbage.
+CLEAR_ERRORS = (ValueError, TypeError, BufferError, NotImplementedError, RuntimeError)
+
+ERROR_KINDS = ("ValueError", "TypeError", "IndexError", "KeyError", "NotImplementedError", "MemoryError",
+               "OverflowError", "ZeroDivisionError", "RuntimeError")
+
+# Bytes FromEnvAlloc asks for in alloc_huge: float32 [2**20, 2**20, 2**10].
+HUGE_BYTES = 4 << 50
+
+
+# ----------------------------------------------------------------- helpers ----
+class Seen(NamedTuple):
+    """A tensor as a kernel sees it (the ``describe`` kernel)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    device: str
+    read_only: bool
+
+
+def seen(kernels, x) -> Seen:
+    dtype, shape, strides, device, read_only = kernels.describe(x).split("|")
+    ints = lambda text: tuple(int(v) for v in text.split(",")) if text else ()  # noqa: E731
+    return Seen(dtype, ints(shape), ints(strides), device, read_only == "1")
+
+
+def device_name(device: str) -> str:
+    return str(as_device(device))
+
+
+def make(framework, shape=(2, 3), dtype="float32", strides=None, device=None):
+    """make_tensor, skipping with the reason when the framework cannot make the tensor."""
+    try:
+        return make_tensor(framework, shape, dtype, strides, device)
+    except Unsupported as exc:
+        pytest.skip(str(exc))
+
+
+def needs_host(framework, device=None):
+    device = device or framework.device
+    if not device.startswith("cpu"):
+        pytest.skip(f"{framework.name} tensors live on {device}; the kit's element kernels read host memory")
+
+
+def needs_mutable(framework):
+    if framework.read_only:
+        pytest.skip(f"{framework.name} arrays are immutable: kernels cannot write them")
+
+
+def needs_cuda(framework) -> str:
+    devices = framework.cuda_devices()
+    if not devices:
+        pytest.skip("no CUDA device")
+    return devices[0]
+
+
+def assert_values(framework, x, expected, what="tensor"):
+    import numpy as np
+
+    got = framework.to_numpy(x)
+    assert got.shape == expected.shape, f"{what}: shape {got.shape}, expected {expected.shape}"
+    np.testing.assert_array_equal(got, expected, err_msg=f"{what}: wrong values")
+
+
+def plus_one(expected):
+    import numpy as np
+
+    return ~expected if expected.dtype == np.bool_ else expected + expected.dtype.type(1)
+
+
+def same_strides(got, strides, shape) -> bool:
+    """Strides agree where they matter: dimensions of extent > 1 of a non-empty tensor."""
+    if 0 in shape:
+        return True
+    return all(g == s for g, s, e in zip(got, strides, shape) if e > 1)
+
+
+def call_state(*devices):
+    """What every call must leave as it found: the bound allocator and the current streams."""
+    return (_core.bound_allocator(), *(tensorplug.get_raw_stream(d) for d in devices))
+
+
+def refused(kind: str, message: str) -> str:
+    first = str(message).strip().splitlines()[0] if str(message).strip() else ""
+    return f"refused with {kind}: {first[:100]}{'...' if len(first) > 100 else ''}"
+
+
+# ---------------------------------------------------------------- exchange ----
+@capability("exchange")
+class TestExchange:
+    """Zero copy in both directions: kernels work on the caller's memory."""
+
+    def test_kernel_writes_reach_the_callers_tensor(self, tensorplug_adapter, tensorplug_kernels):
+        fw = tensorplug_adapter
+        needs_host(fw)
+        needs_mutable(fw)
+        x, expected = make(fw)
+        tensorplug_kernels.fill(x, 7.0)
+        assert_values(fw, x, expected * 0 + 7, "the caller's tensor after fill(x, 7)")
+
+    def test_kernel_sees_the_callers_memory(self, tensorplug_adapter, tensorplug_kernels):
+        fw = tensorplug_adapter
+        x, _ = make(fw)
+        address = fw.data_ptr(x)
+        if address is None:
+            pytest.skip(f"{fw.name}: no way to tell a tensor's address")
+        assert tensorplug_kernels.data_ptr(x) == address, "the kernel got a copy, not the caller's memory"
+
+    def test_identity_returns_the_callers_type_sharing_memory(self, tensorplug_adapter, tensorplug_kernels):
+        fw = tensorplug_adapter
+        x, expected = make(fw)
+        y = tensorplug_kernels.identity(x)
+        assert type(y) is fw.output_type()
+        assert_values(fw, y, expected, "identity(x)")
+        address = fw.data_ptr(x)
+        if address is not None:
+            assert fw.data_ptr(y) == address, "identity(x) is a copy of x"
+        if not fw.read_only and fw.device.startswith("cpu"):
+            tensorplug_kernels.fill(y, 3.0)
+            assert_values(fw, x, expected * 0 + 3, "x after a kernel wrote identity(x)")
+
+    def test_cuda_tensors_are_exchanged_in_place_on_cuda(self, tensorplug_adapter, tensorplug_kernels):
+        fw = tensorplug_adapter
+        device = needs_cuda(fw)
+        x, expected = make(fw, device=device)
+        assert seen(tensorplug_kernels, x).device == device_name(device)
+        address = fw.data_ptr(x)
+        assert address is None or tensorplug_kernels.data_ptr(x) == address
+        y = tensorplug_kernels.identity(x)
+        assert type(y) is fw.output_type()
+        assert seen(tensorplug_kernels, y).device == device_name(device)
+        assert address is None or fw.data_ptr(y) == address
+        assert_values(fw, y, expected, "identity(x) on cuda")
+
+
+# ------------------------------------------------------------------ dtypes ----
+@capability("dtypes")
+@pytest.mark.parametrize("dtype", DTYPES)
+class TestDtypes:
+    """Every dtype the framework has enters kernels as itself and comes back with its values."""
+
+    def test_kernel_reads_the_dtype(self, tensorplug_adapter, tensorplug_kernels, dtype):
+        fw = tensorplug_adapter
+        needs_host(fw)
+        x, expected = make(fw, dtype=dtype)
+        assert seen(tensorplug_kernels, x).dtype == dtype
+        assert tensorplug_kernels.strided_sum(x) == pytest.approx(float(expected.real.sum()))
+        y = tensorplug_kernels.add_one(x)
+        assert type(y) is fw.output_type()
+        assert seen(tensorplug_kernels, y).dtype == dtype
+        assert_values(fw, y, plus_one(expected), f"add_one(x) of {dtype}")
+
+    def test_dtype_round_trips(self, tensorplug_adapter, tensorplug_kernels, dtype):
+        fw = tensorplug_adapter
+        x, expected = make(fw, dtype=dtype)
+        y = tensorplug_kernels.identity(x)
+        assert type(y) is fw.output_type()
+        assert seen(tensorplug_kernels, y).dtype == dtype
+        assert_values(fw, y, expected, f"identity(x) of {dtype}")
+
+
+# ----------------------------------------------------------------- layouts ----
+@capability("layouts")
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+class TestLayouts:
+    """0-d, zero-size, non-contiguous, negative- and zero-stride views: correct, or a clear
+    error; never garbage, never an abort."""
+
+    def test_kernel_sees_the_layout(self, tensorplug_adapter, tensorplug_kernels, layout):
+        fw = tensorplug_adapter
+        shape, strides = LAYOUTS[layout]
+        x, expected = make(fw, shape, "float32", strides)
+        try:
+            got = seen(tensorplug_kernels, x)
+        except CLEAR_ERRORS as exc:
+            pytest.skip(f"{fw.name} {layout} views: {refused(type(exc).__name__, exc)}")
+        assert got.dtype == "float32"
+        assert got.shape == shape
+        assert same_strides(got.strides, strides, shape), f"the kernel sees strides {got.strides}, not {strides}"
+        assert got.device == device_name(fw.device)
+        assert got.read_only is fw.read_only
+        if fw.device.startswith("cpu"):
+            assert tensorplug_kernels.strided_sum(x) == pytest.approx(float(expected.sum()))
+
+    def test_kernel_writes_follow_the_layout(self, tensorplug_adapter, tensorplug_kernels, layout):
+        fw = tensorplug_adapter
+        needs_host(fw)
+        needs_mutable(fw)
+        shape, strides = LAYOUTS[layout]
+        x, expected = make(fw, shape, "float32", strides)
+        try:
+            tensorplug_kernels.fill(x, 7.0)
+        except CLEAR_ERRORS as exc:
+            pytest.skip(f"{fw.name} {layout} views: {refused(type(exc).__name__, exc)}")
+        assert_values(fw, x, expected * 0 + 7, f"a {layout} view after fill(x, 7)")
+
+    def test_views_convert_into_the_framework(self, tensorplug_adapter, tensorplug_kernels, layout):
+        """A numpy view returned as this framework's tensor (``output_framework``), in a
+        child process: an abort there fails this test instead of ending the run."""
+        np = pytest.importorskip("numpy", reason="numpy not installed")
+        fw = tensorplug_adapter
+        needs_host(fw)
+        shape, strides = LAYOUTS[layout]
+        base = np.arange(32, dtype=np.float32)
+        offset = 16 if any(s < 0 for s in strides) else 0
+        view = numpy_view(base, shape, strides, offset) if shape else base[:1].reshape(())
+
+        def convert():
+            with tensorplug.output_framework(fw.name):
+                y = tensorplug_kernels.identity(view)
+            return type(y).__qualname__, fw.to_numpy(y)
+
+        outcome = run_isolated(convert, fork=fw.fork_safe)
+        if outcome[0] == "crashed":
+            pytest.fail(f"returning a {layout} view as a {fw.name} tensor killed the process ({outcome[1]})")
+        if outcome[0] == "timeout":
+            pytest.fail(f"returning a {layout} view as a {fw.name} tensor hung for {outcome[1]} s (a framework "
+                        "that cannot work in a forked child process sets Framework.fork_safe = False)")
+        if outcome[0] == "raised":
+            mro, message = outcome[1], outcome[2]
+            clear = any(c.__name__ in mro for c in CLEAR_ERRORS) and "MemoryError" not in mro and message
+            assert clear, f"returning a {layout} view as a {fw.name} tensor raised {mro[0]}: {message}"
+            pytest.skip(f"{fw.name} {layout} views: {refused(mro[0], message)}")
+        type_name, values = outcome[1]
+        assert type_name == fw.output_type().__qualname__
+        assert values.shape == view.shape
+        np.testing.assert_array_equal(values, view)
+
+
+# --------------------------------------------------------------- read-only ----
+@capability("read-only")
+class TestReadOnly:
+    """Immutable and read-only tensors arrive flagged read-only; kernels cannot write them."""
+
+    def test_kernel_sees_the_read_only_flag(self, tensorplug_adapter, tensorplug_kernels):
+        fw = tensorplug_adapter
+        x, _ = make(fw)
+        assert tensorplug_kernels.is_read_only(x) is fw.read_only
+
+    def test_writes_through_read_only_tensors_raise(self, tensorplug_adapter, tensorplug_kernels):
+        fw = tensorplug_adapter
+        needs_host(fw)
+        _, expected = make(fw)
+        x = fw.read_only_tensor(expected)
+        if x is None:
+            pytest.skip(f"{fw.name} has no read-only tensors")
+        assert tensorplug_kernels.is_read_only(x) is True
+        with pytest.raises(ValueError, match="read-only"):
+            tensorplug_kernels.fill(x, 9.0)
+        assert_values(fw, x, expected, "a read-only tensor after a refused write")
+
+
+# ------------------------------------------------------------------ stream ----
+@capability("stream")
+class TestStream:
+    """Kernels see the current stream of the primary tensor's device: on the CPU the one set
+    with use_raw_stream, on a GPU the framework's current stream (unless overridden)."""
+
+    def test_cpu_kernels_see_use_raw_stream(self, tensorplug_adapter, tensorplug_kernels):
+        fw = tensorplug_adapter
+        needs_host(fw)
+        x, _ = make(fw)
+        before = tensorplug_kernels.stream_of(x)
+        assert before == (tensorplug.get_raw_stream("cpu") or 0)
+        with tensorplug.use_raw_stream("cpu", 0x5EED):
+            assert tensorplug_kernels.stream_of(x) == 0x5EED
+            with tensorplug.use_raw_stream("cpu", 0xFEED):
+                assert tensorplug_kernels.stream_of(x) == 0xFEED
+            assert tensorplug_kernels.stream_of(x) == 0x5EED
+        assert tensorplug_kernels.stream_of(x) == before
+
+    def test_kernels_see_the_frameworks_stream_on_cuda(self, tensorplug_adapter, tensorplug_kernels):
+        fw = tensorplug_adapter
+        device = needs_cuda(fw)
+        x, _ = make(fw, device=device)
+        assert tensorplug_kernels.stream_of(x) == (fw.current_stream(device) or 0)
+        with tensorplug.use_raw_stream(device, 0x5EED):
+            assert tensorplug_kernels.stream_of(x) == 0x5EED
+        using = fw.stream(device)
+        if using is None:
+            return  # the framework has no streams of its own
+        with using as (stream, handle):
+            assert fw.current_stream(device) == handle
+            assert tensorplug_kernels.stream_of(x) == handle
+        with tensorplug.use_stream(stream):
+            assert tensorplug_kernels.stream_of(x) == handle
+        assert tensorplug_kernels.stream_of(x) == (fw.current_stream(device) or 0)
+
+
+# --------------------------------------------------------------- allocator ----
+@capability("allocator")
+class TestAllocator:
+    """Tensor::FromEnvAlloc allocates through the caller's framework."""
+
+    def test_allocated_tensors_are_the_callers_type(self, tensorplug_adapter, tensorplug_kernels):
+        fw = tensorplug_adapter
+        for device in dict.fromkeys([fw.device, *fw.cuda_devices()[:1]]):
+            x, expected = make(fw, device=device)
+            y = tensorplug_kernels.alloc_like(x)
+            assert type(y) is fw.output_type()
+            assert seen(tensorplug_kernels, y)[:2] == ("float32", expected.shape)
+            assert seen(tensorplug_kernels, y).device == device_name(device)
+            if device.startswith("cpu"):
+                assert_values(fw, tensorplug_kernels.add_one(x), expected + 1, "add_one(x)")
+
+    def test_memory_comes_from_the_frameworks_allocator(self, tensorplug_adapter, tensorplug_kernels):
+        fw = tensorplug_adapter
+        devices = [d for d in dict.fromkeys([fw.device, *fw.cuda_devices()[:1]]) if fw.allocation_counter(d)]
+        if not devices:
+            pytest.skip(f"{fw.name} does not count the memory it allocates on {fw.device}")
+        for device in devices:
+            x, _ = make(fw, (256, 1024), device=device)  # 1 MiB
+            with fw.allocation_counter(device) as allocated:
+                y = tensorplug_kernels.alloc_like(x)
+                assert allocated() >= 1 << 20, f"{fw.name}'s allocator did not hand out the result on {device}"
+            del y
+
+    def test_allocation_failure_is_a_memory_error(self, tensorplug_adapter, tensorplug_kernels):
+        fw = tensorplug_adapter
+        x, _ = make(fw)
+        device = device_name(fw.device)
+        before = call_state(device)
+        with pytest.raises(MemoryError, match=rf"{HUGE_BYTES} bytes.*{device}"):
+            tensorplug_kernels.alloc_huge(x)
+        assert call_state(device) == before
+
+
+# ------------------------------------------------------------------ output ----
+@capability("output")
+class TestOutput:
+    """Results come back as the primary framework's type; output_framework overrides it."""
+
+    def test_tuple_results_are_the_callers_type(self, tensorplug_adapter, tensorplug_kernels):
+        fw = tensorplug_adapter
+        needs_host(fw)
+        x, expected = make(fw)
+        first, second = tensorplug_kernels.pair(x)
+        for y in (first, second):
+            assert type(y) is fw.output_type()
+            assert_values(fw, y, expected + 1, "pair(x)")
+
+    def test_output_framework_overrides_the_result_type(self, tensorplug_adapter, tensorplug_kernels):
+        import numpy as np
+
+        fw = tensorplug_adapter
+        needs_host(fw)
+        source = get_framework("tensorplug")
+        if source.missing():
+            pytest.skip(source.missing())
+        other, expected = make(source)
+        with tensorplug.output_framework(fw.name):
+            y = tensorplug_kernels.add_one(other)  # a tensorplug.Tensor in, this framework out
+            z = tensorplug_kernels.arange(5)  # no tensor argument at all
+        assert type(y) is fw.output_type() and type(z) is fw.output_type()
+        assert_values(fw, y, expected + 1, "add_one(x) under output_framework")
+        assert_values(fw, z, np.arange(5, dtype=np.float32), "arange(5)")
+        x, _ = make(fw)
+        with tensorplug.output_framework("tensorplug"):
+            assert type(tensorplug_kernels.add_one(x)) is tensorplug.Tensor
+
+
+# ------------------------------------------------------------------ errors ----
+@capability("errors")
+class TestErrors:
+    """Kernel errors reach Python as the exception their kind names, message intact; no
+    call, successful or failed, changes the stream or allocator state."""
+
+    def test_kernel_exceptions_keep_type_and_message(self, tensorplug_adapter, tensorplug_kernels):
+        fw = tensorplug_adapter
+        x, _ = make(fw)
+        for kind in ERROR_KINDS:
+            message = f"{kind} from a kernel: überall, 100% intact"
+            with pytest.raises(getattr(builtins, kind)) as info:
+                tensorplug_kernels.raise_error(x, kind, message)
+            assert type(info.value) is getattr(builtins, kind)
+            assert info.value.args[0] == message
+        with pytest.raises(RuntimeError) as info:
+            tensorplug_kernels.raise_error(x, "KernelSpecificError", "unknown kinds become RuntimeError")
+        assert str(info.value) == "KernelSpecificError: unknown kinds become RuntimeError"
+
+    def test_stream_and_allocator_state_survive_every_call(self, tensorplug_adapter, tensorplug_kernels):
+        fw = tensorplug_adapter
+        x, _ = make(fw)
+        device = device_name(fw.device)
+        calls = {
+            "identity": lambda: tensorplug_kernels.identity(x),
+            "alloc_like": lambda: tensorplug_kernels.alloc_like(x),
+            "stream_of": lambda: tensorplug_kernels.stream_of(x),
+            "raise_error": lambda: tensorplug_kernels.raise_error(x, "ValueError", "boom"),
+            "raise_after_alloc": lambda: tensorplug_kernels.raise_after_alloc(x, "boom"),
+            "alloc_huge": lambda: tensorplug_kernels.alloc_huge(x),
+            "a bad argument": lambda: tensorplug_kernels.stream_of("not a tensor"),
+            "a bad arity": lambda: tensorplug_kernels.add(x),
+        }
+        for outer in (None, 0x7357):
+            with tensorplug.use_raw_stream(device, outer) if outer else contextlib.nullcontext():
+                before = call_state(device, "cpu", "cuda:0")
+                for name, call in calls.items():
+                    with contextlib.suppress(Exception):
+                        call()
+                    assert call_state(device, "cpu", "cuda:0") == before, f"{name} left the state changed"
+
+
+# ------------------------------------------------------------------- mixed ----
+@capability("mixed")
+class TestMixed:
+    """The primary argument is the first tensor on a non-CPU device, else the first tensor;
+    it alone decides the output type (and the stream and allocator)."""
+
+    def test_first_tensor_decides_the_result_type(self, tensorplug_pair, tensorplug_kernels):
+        first, second = tensorplug_pair
+        needs_host(first)
+        needs_host(second)
+        a, expected_a = make(first)
+        b, expected_b = make(second)
+        y = tensorplug_kernels.add(a, b)
+        assert type(y) is first.output_type(), f"add({first.name}, {second.name}) is not a {first.name} tensor"
+        assert_values(first, y, expected_a + expected_b, f"add({first.name}, {second.name})")
+        with tensorplug.output_framework(second.name):
+            z = tensorplug_kernels.add(a, b)
+        assert type(z) is second.output_type()
+        assert_values(second, z, expected_a + expected_b, "add(a, b) under output_framework")
+
+    def test_first_cuda_tensor_is_primary_on_cuda(self, tensorplug_pair, tensorplug_kernels):
+        first, second = tensorplug_pair
+        device = needs_cuda(second)
+        needs_host(first, "cpu")
+        a, _ = make(first, device="cpu")
+        b, expected = make(second, device=device)
+        y, stream = tensorplug_kernels.alloc_on(a, b)
+        assert type(y) is second.output_type()
+        assert seen(tensorplug_kernels, y)[:2] == ("float32", expected.shape)
+        assert seen(tensorplug_kernels, y).device == device_name(device)
+        assert stream == (second.current_stream(device) or 0)

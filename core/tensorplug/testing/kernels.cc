@@ -1,0 +1,274 @@
+// The conformance kit's kernel library: compiled once per test session by
+// tensorplug.testing (fixture `tensorplug_kernels`).
+//
+// Kernels that read or write elements run on host memory only and honour any strides
+// (transposed, sliced, negative, zero). The others (identity, describe, data_ptr,
+// is_read_only, stream_of, alloc_like, the error kernels) never touch the data, so they
+// work on every device.
+#include <tensorplug/tensorplug.h>
+
+#include <complex>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace tp = tensorplug;
+
+namespace {
+
+void CheckHost(const tp::TensorView& x, const char* fn) {
+  const DLDeviceType type = x.device().device_type;
+  TENSORPLUG_CHECK(type == kDLCPU || type == kDLCUDAHost || type == kDLCUDAManaged || type == kDLROCMHost,
+                   ValueError)
+      << fn << ": the test kernels read host memory only, got a tensor on " << x.device();
+}
+
+// Calls f(T{}) with T the C++ element type of `dtype` (every dtype the kit tests).
+template <class F>
+auto Dispatch(DLDataType dtype, const char* fn, F&& f) {
+  TENSORPLUG_CHECK(dtype.lanes == 1, TypeError) << fn << ": vector dtype " << dtype;
+  switch (dtype.code << 8 | dtype.bits) {
+    case kDLBool << 8 | 8: return f(bool{});
+    case kDLInt << 8 | 8: return f(int8_t{});
+    case kDLInt << 8 | 16: return f(int16_t{});
+    case kDLInt << 8 | 32: return f(int32_t{});
+    case kDLInt << 8 | 64: return f(int64_t{});
+    case kDLUInt << 8 | 8: return f(uint8_t{});
+    case kDLUInt << 8 | 16: return f(uint16_t{});
+    case kDLUInt << 8 | 32: return f(uint32_t{});
+    case kDLUInt << 8 | 64: return f(uint64_t{});
+    case kDLFloat << 8 | 16: return f(tp::Half{});
+    case kDLBfloat << 8 | 16: return f(tp::BFloat16{});
+    case kDLFloat << 8 | 32: return f(float{});
+    case kDLFloat << 8 | 64: return f(double{});
+    case kDLComplex << 8 | 64: return f(std::complex<float>{});
+    case kDLComplex << 8 | 128: return f(std::complex<double>{});
+  }
+  TENSORPLUG_THROW(TypeError) << fn << ": unsupported dtype " << dtype;
+}
+
+template <class T>
+struct IsComplex : std::false_type {};
+template <class T>
+struct IsComplex<std::complex<T>> : std::true_type {};
+
+// The real part as a double.
+template <class T>
+double Real(T v) {
+  if constexpr (IsComplex<T>::value) {
+    return static_cast<double>(v.real());
+  } else if constexpr (std::is_same_v<T, tp::Half> || std::is_same_v<T, tp::BFloat16>) {
+    return static_cast<float>(v);
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+template <class T>
+T FromDouble(double v) {
+  if constexpr (std::is_same_v<T, tp::Half> || std::is_same_v<T, tp::BFloat16>) {
+    return T(static_cast<float>(v));
+  } else if constexpr (IsComplex<T>::value) {
+    return T(static_cast<typename T::value_type>(v), 0);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return v != 0;
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// x + 1 (bool: not x; complex: real part + 1).
+template <class T>
+T PlusOne(T v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return !v;
+  } else if constexpr (std::is_same_v<T, tp::Half> || std::is_same_v<T, tp::BFloat16>) {
+    return T(static_cast<float>(v) + 1.0f);
+  } else if constexpr (IsComplex<T>::value) {
+    return v + T(1);
+  } else {
+    return static_cast<T>(v + 1);
+  }
+}
+
+// Calls f(offset) for every element of x in row-major order; offset in elements from
+// data_ptr(), following the strides (negative and zero ones included).
+template <class F>
+void ForEachOffset(const tp::TensorView& x, F&& f) {
+  if (x.numel() == 0) return;
+  const int32_t ndim = x.dim();
+  std::vector<int64_t> index(static_cast<size_t>(ndim), 0);
+  int64_t offset = 0;
+  while (true) {
+    f(offset);
+    int32_t d = ndim - 1;
+    for (; d >= 0; --d) {
+      const size_t i = static_cast<size_t>(d);
+      if (++index[i] < x.size(d)) {
+        offset += x.stride(d);
+        break;
+      }
+      offset -= x.stride(d) * (index[i] - 1);
+      index[i] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+std::string Join(tp::IntArrayView values) {
+  std::ostringstream os;
+  for (size_t i = 0; i < values.size(); ++i) os << (i == 0 ? "" : ",") << values[i];
+  return os.str();
+}
+
+// ------------------------------------------------------------------- kernels ----
+
+// The owning tensor back to the caller, unchanged.
+tp::Tensor Identity(tp::Tensor x) { return x; }
+
+// "dtype|shape|strides|device|read_only", e.g. "float32|2,3|3,1|cpu:0|0".
+std::string Describe(tp::TensorView x) {
+  std::vector<int64_t> strides;
+  for (int32_t i = 0; i < x.dim(); ++i) strides.push_back(x.stride(i));
+  std::ostringstream os;
+  os << x.dtype() << '|' << Join(x.shape()) << '|' << Join(strides) << '|' << x.device() << '|'
+     << (x.is_read_only() ? 1 : 0);
+  return os.str();
+}
+
+// Address of element 0, as the kernel sees it.
+int64_t DataPtr(tp::TensorView x) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(x.data_ptr())); }
+
+bool IsReadOnly(tp::TensorView x) { return x.is_read_only(); }
+
+// x[...] = value in place (complex: value + 0j); fails on a read-only tensor.
+void Fill(tp::TensorView x, double value) {
+  CheckHost(x, "fill");
+  Dispatch(x.dtype(), "fill", [&](auto tag) {
+    using T = decltype(tag);
+    T* data = static_cast<T*>(x.mutable_data_ptr());
+    const T v = FromDouble<T>(value);
+    ForEachOffset(x, [&](int64_t offset) { data[offset] = v; });
+  });
+}
+
+// The sum of the real parts, any strides.
+double StridedSum(tp::TensorView x) {
+  CheckHost(x, "strided_sum");
+  return Dispatch(x.dtype(), "strided_sum", [&](auto tag) {
+    using T = decltype(tag);
+    const T* data = static_cast<const T*>(x.data_ptr());
+    double total = 0;
+    ForEachOffset(x, [&](int64_t offset) { total += Real(data[offset]); });
+    return total;
+  });
+}
+
+// x + 1 in a new contiguous tensor from the caller's allocator (any strides in).
+tp::Tensor AddOne(tp::TensorView x) {
+  CheckHost(x, "add_one");
+  tp::Tensor out = tp::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
+  Dispatch(x.dtype(), "add_one", [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = static_cast<const T*>(x.data_ptr());
+    T* result = static_cast<T*>(out.mutable_data_ptr());
+    int64_t i = 0;
+    ForEachOffset(x, [&](int64_t offset) { result[i++] = PlusOne(in[offset]); });
+  });
+  return out;
+}
+
+// a + b (same shape and dtype, any strides) in a new tensor from the caller's allocator.
+tp::Tensor Add(tp::TensorView a, tp::TensorView b) {
+  CheckHost(a, "add");
+  CheckHost(b, "add");
+  TENSORPLUG_CHECK(a.shape() == b.shape(), ValueError)
+      << "add: shape mismatch " << a.shape() << " vs " << b.shape();
+  TENSORPLUG_CHECK(a.dtype() == b.dtype(), TypeError) << "add: dtype mismatch " << a.dtype() << " vs " << b.dtype();
+  tp::Tensor out = tp::Tensor::FromEnvAlloc(a.shape(), a.dtype(), a.device());
+  std::vector<int64_t> offsets_a, offsets_b;
+  ForEachOffset(a, [&](int64_t offset) { offsets_a.push_back(offset); });
+  ForEachOffset(b, [&](int64_t offset) { offsets_b.push_back(offset); });
+  Dispatch(a.dtype(), "add", [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = static_cast<const T*>(a.data_ptr());
+    const T* pb = static_cast<const T*>(b.data_ptr());
+    T* result = static_cast<T*>(out.mutable_data_ptr());
+    for (size_t i = 0; i < offsets_a.size(); ++i) {
+      const T x = pa[offsets_a[i]], y = pb[offsets_b[i]];
+      if constexpr (std::is_same_v<T, bool>) {
+        result[i] = x || y;
+      } else if constexpr (std::is_same_v<T, tp::Half> || std::is_same_v<T, tp::BFloat16>) {
+        result[i] = T(static_cast<float>(x) + static_cast<float>(y));
+      } else {
+        result[i] = static_cast<T>(x + y);
+      }
+    }
+  });
+  return out;
+}
+
+// A new tensor like x from the caller's allocator, on x's device; data left as allocated.
+tp::Tensor AllocLike(tp::TensorView x) { return tp::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device()); }
+
+// float32 [0, 1, ..., n-1] on the cpu from the caller's allocator (no tensor argument:
+// output_framework decides the framework).
+tp::Tensor Arange(int64_t n) {
+  TENSORPLUG_CHECK(n >= 0, ValueError) << "arange: n must be >= 0, got " << n;
+  tp::Tensor out = tp::Tensor::FromEnvAlloc({n}, tp::kFloat32, tp::kCPU);
+  float* data = out.mutable_data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) data[i] = static_cast<float>(i);
+  return out;
+}
+
+// 4 PiB of x's dtype on x's device: the allocator must fail (MemoryError).
+tp::Tensor AllocHuge(tp::TensorView x) {
+  return tp::Tensor::FromEnvAlloc({int64_t(1) << 20, int64_t(1) << 20, int64_t(1) << 10}, tp::kFloat32, x.device());
+}
+
+// (x + 1, x + 1) as two tensors from the caller's allocator: a tuple result.
+std::tuple<tp::Tensor, tp::Tensor> Pair(tp::TensorView x) { return {AddOne(x), AddOne(x)}; }
+
+// The calling thread's current stream of x's device, as an integer (0: the default stream).
+int64_t StreamOf(tp::TensorView x) {
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(tp::GetCurrentStream(x.device())));
+}
+
+// (a new tensor like `like` from the caller's allocator, the stream of like's device).
+std::tuple<tp::Tensor, int64_t> AllocOn(tp::TensorView first, tp::TensorView like) {
+  (void)first;
+  return {AllocLike(like), StreamOf(like)};
+}
+
+// Throws an error of kind `kind` with `message`; x only makes the call have a primary tensor.
+void Raise(tp::TensorView x, const std::string& kind, const std::string& message) {
+  (void)x;
+  throw tp::Error(kind, message);
+}
+
+// Allocates through the caller's allocator, then throws ValueError(message).
+void RaiseAfterAlloc(tp::TensorView x, const std::string& message) {
+  tp::Tensor scratch = AllocLike(x);
+  TENSORPLUG_THROW(ValueError) << message;
+}
+
+}  // namespace
+
+TENSORPLUG_EXPORT(identity, Identity, "x");
+TENSORPLUG_EXPORT(describe, Describe, "x");
+TENSORPLUG_EXPORT(data_ptr, DataPtr, "x");
+TENSORPLUG_EXPORT(is_read_only, IsReadOnly, "x");
+TENSORPLUG_EXPORT(fill, Fill, "x", "value");
+TENSORPLUG_EXPORT(strided_sum, StridedSum, "x");
+TENSORPLUG_EXPORT(add_one, AddOne, "x");
+TENSORPLUG_EXPORT(add, Add, "a", "b");
+TENSORPLUG_EXPORT(alloc_like, AllocLike, "x");
+TENSORPLUG_EXPORT(arange, Arange, "n");
+TENSORPLUG_EXPORT(alloc_huge, AllocHuge, "x");
+TENSORPLUG_EXPORT(pair, Pair, "x");
+TENSORPLUG_EXPORT(stream_of, StreamOf, "x");
+TENSORPLUG_EXPORT(alloc_on, AllocOn, "first", "like");
+TENSORPLUG_EXPORT(raise_error, Raise, "x", "kind", "message");
+TENSORPLUG_EXPORT(raise_after_alloc, RaiseAfterAlloc, "x", "message");

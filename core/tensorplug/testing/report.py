@@ -1,0 +1,81 @@
+"""The capability report: per adapter, which capabilities passed, failed or were skipped."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+CAPABILITIES = ("exchange", "dtypes", "layouts", "read-only", "stream", "allocator", "output", "errors", "mixed")
+
+
+@dataclass
+class Outcomes:
+    passed: int = 0
+    failed: list[str] = field(default_factory=list)
+    skipped: Counter = field(default_factory=Counter)
+
+    @property
+    def status(self) -> str:
+        if self.failed:
+            return "FAILED"
+        return "passed" if self.passed else "skipped"
+
+    def details(self) -> str:
+        parts = []
+        if self.failed:
+            parts.append(f"{len(self.failed)} failed: {', '.join(self.failed)}")
+        if self.passed:
+            parts.append(f"{self.passed} passed")
+        if self.skipped:
+            reasons = "; ".join(f"{reason} ({n})" if n > 1 else reason for reason, n in self.skipped.items())
+            parts.append(f"{sum(self.skipped.values())} skipped: {reasons}")
+        return ", ".join(parts)
+
+
+class CapabilityReport:
+    """A pytest plugin object: collects the reports of the conformance tests (items carrying
+    the user properties ``tensorplug_capability`` and ``tensorplug_adapters``) and writes
+    the table at the end of the run."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, dict[str, Outcomes]] = defaultdict(lambda: defaultdict(Outcomes))
+
+    def pytest_runtest_logreport(self, report) -> None:
+        props = dict(report.user_properties)
+        capability = props.get("tensorplug_capability")
+        if capability is None:
+            return
+        test = report.nodeid.rpartition("::")[2]
+        for adapter in props.get("tensorplug_adapters", ()):
+            outcomes = self.results[adapter][capability]
+            if report.failed:
+                outcomes.failed.append(test if report.when == "call" else f"{test} ({report.when})")
+            elif report.skipped:
+                outcomes.skipped[_skip_reason(report)] += 1
+            elif report.when == "call":
+                outcomes.passed += 1
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        terminal = terminalreporter
+        if not self.results:
+            return
+        terminal.write_sep("=", "tensorplug capability report")
+        width = max(len(c) for c in CAPABILITIES)
+        for adapter, by_capability in self.results.items():
+            terminal.write_line(adapter, bold=True)
+            skips = {reason for o in by_capability.values() for reason in o.skipped}
+            if all(o.status == "skipped" for o in by_capability.values()) and len(skips) == 1:
+                terminal.write_line(f"  {'all':<{width}}  skipped  {skips.pop()}", yellow=True)
+                continue
+            order = [c for c in CAPABILITIES if c in by_capability] + sorted(set(by_capability) - set(CAPABILITIES))
+            for capability in order:
+                outcomes = by_capability[capability]
+                color = {"FAILED": "red", "passed": "green", "skipped": "yellow"}[outcomes.status]
+                terminal.write_line(f"  {capability:<{width}}  {outcomes.status:<7}  {outcomes.details()}",
+                                    **{color: True})
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
