@@ -14,12 +14,14 @@ def _paddle_table(paddle) -> ExchangeTable:
     global _table
     if _table is None:
         capsule = getattr(paddle.Tensor, "__dlpack_c_exchange_api__", None)
+        # paddle (3.3 included) imports a tensor with negative strides as a request for
+        # ~2**64 bytes (MemoryError): the core refuses such tensors with a clear ValueError.
         if capsule is not None:
-            _table = ExchangeTable.from_capsule(capsule, "paddle")
+            _table = ExchangeTable.from_capsule(capsule, "paddle", negative_strides=False)
         else:  # paddle < 3.3
             _table = ExchangeTable.from_python(
                 "paddle", from_dlpack=paddle.utils.dlpack.from_dlpack, to_dlpack=paddle.utils.dlpack.to_dlpack,
-                current_stream=_current_stream, allocate=_allocate)
+                current_stream=_current_stream, allocate=_allocate, negative_strides=False)
     return _table
 
 

@@ -19,17 +19,13 @@ from tensorplug import AdapterInfo, ExchangeTable, hookimpl
 _table: ExchangeTable | None = None
 
 
-def _accepts_negative_strides(torch) -> bool:
-    # torch <= 2.12 aborts the process when it imports a tensor with negative strides.
-    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
-    return (major, minor) >= (2, 13)
-
-
 def _torch_table(torch) -> ExchangeTable:
     global _table
     if _table is None:
         capsule = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
-        negative_strides = _accepts_negative_strides(torch)
+        # torch (2.13 included) aborts the process when it imports a tensor with negative
+        # strides ("Storage size calculation overflowed"): the core refuses them instead.
+        negative_strides = False
         if capsule is not None:
             _table = ExchangeTable.from_capsule(capsule, "torch", complex_check=_refuse_conjugate,
                                                 negative_strides=negative_strides)
