@@ -180,7 +180,7 @@ def test_broken_plugin_warns_and_others_keep_working(tmp_path, kernels):
 
 
 def test_table_refusing_negative_strides(kernels):
-    # What the torch adapter does for torch <= 2.12, which aborts on such imports.
+    # What the torch and paddle adapters do: torch aborts on such imports, paddle misreads them.
     class NoNegativeStrides:
         table = tensorplug.ExchangeTable.from_python("strict", from_dlpack=lambda t: Box(np.from_dlpack(t)),
                                                      to_dlpack=lambda box: box.array, negative_strides=False)

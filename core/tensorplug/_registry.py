@@ -88,7 +88,7 @@ class ExchangeTable:
         ``complex_check(x)``, if given, runs for complex-valued tensors only and raises to
         refuse one (torch: conjugate views, whose bit DLPack cannot carry).
         ``negative_strides=False`` makes the core refuse, with a ValueError, to hand the
-        framework a tensor with negative strides (torch <= 2.12 aborts on those)."""
+        framework a tensor with negative strides (torch aborts on those, paddle misreads them)."""
         return cls(adapter, capsule, read_only=read_only, complex_check=complex_check,
                    negative_strides=negative_strides)
 

@@ -30,7 +30,7 @@ struct AdapterTable {
   // Called with each complex-valued tensor before it enters a kernel; raises to refuse it
   // (torch's exporter drops the conjugate bit, which only complex tensors carry).
   PyObject* complex_check = nullptr;
-  // False for frameworks that cannot import negative strides (torch <= 2.12 aborts the
+  // False for frameworks that cannot import negative strides (torch aborts the
   // process): the core refuses such tensors before handing them over.
   bool negative_strides = true;
   // Set for tables built from Python callables: their C functions find the callables
