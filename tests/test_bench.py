@@ -1,0 +1,97 @@
+"""Smoke test of `tensorplug bench`: it runs and reports every row (no timing assertions)."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tensorplug._bench import CASES, NO_FRAMEWORK
+
+# CPU frameworks: a row for every case when installed. GPU rows depend on a device.
+CPU_FRAMEWORKS = ("numpy", "torch", "jax", "paddle")
+GPU_FRAMEWORKS = ("torch-cuda", "cupy")
+TVM_FFI_INSTALLED = importlib.util.find_spec("tvm_ffi") is not None
+
+
+def installed(framework: str) -> bool:
+    return importlib.util.find_spec(framework) is not None
+
+
+def run_bench(tmp_path, *args):
+    out_json = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "tensorplug", "bench", "--quick", "--json", str(out_json), *args],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout, json.loads(out_json.read_text())
+
+
+def table_rows(stdout: str) -> dict:
+    """(case, framework) -> the printed table line."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("case "))
+    rows = {}
+    for line in lines[start + 2:]:
+        if not line.strip():
+            break
+        case, framework = line.split()[:2]
+        rows[(case, framework)] = line
+    return rows
+
+
+def expected_rows(frameworks):
+    return {(c.name, NO_FRAMEWORK if c.tensors == 0 else fw) for c in CASES for fw in frameworks}
+
+
+def test_bench_prints_and_writes_every_row(tmp_path):
+    stdout, result = run_bench(tmp_path)
+    frameworks = [fw for fw in CPU_FRAMEWORKS if installed(fw)]
+    frameworks += [fw for fw in GPU_FRAMEWORKS if result["frameworks"][fw]["ok"]]
+    for fw in CPU_FRAMEWORKS:
+        assert result["frameworks"][fw]["ok"] == installed(fw), result["frameworks"][fw]
+    for fw in GPU_FRAMEWORKS:  # present, and either measured or skipped with a reason
+        info = result["frameworks"][fw]
+        assert info["ok"] or info["reason"], info
+        assert info["ok"] or f"{fw} (" in stdout
+
+    expected = expected_rows(frameworks)
+    printed = table_rows(stdout)
+    assert set(printed) == expected, (set(printed) ^ expected, stdout)
+    in_json = {(r["case"], r["framework"]): r for r in result["rows"]}
+    assert set(in_json) == expected
+
+    for key, row in in_json.items():
+        # tensorplug runs every case on every framework, GIL released or held.
+        assert row["tensorplug_ns"] > 0 and row["tensorplug_gil_held_ns"] > 0, row
+        if TVM_FFI_INSTALLED and key[0] != "alloc_like":
+            assert row["tvm_ffi_ns"] > 0 and row["ratio"] > 0, row
+        if row["tvm_ffi_ns"] is None:  # said so in the table, with the reason
+            assert "n/a: " in printed[key] and row["tvm_ffi_error"], row
+        if key[0] == "alloc_like":
+            assert row["empty_like_ns"] > 0 and row["tensorplug_over_empty_like_ns"] is not None, row
+
+    imports = result["imports"]["tensorplug"]
+    assert imports["best_ms"] > 0 and imports["frameworks_imported"] == []
+    assert "import tensorplug:" in stdout
+    assert result["memory"] and "memory per call" in stdout
+    assert result["targets"] and "targets:" in stdout
+
+
+def test_bench_without_tvm_ffi_says_na(tmp_path):
+    # The path taken when apache-tvm-ffi is not installed: every tvm-ffi cell reads n/a.
+    stdout, result = run_bench(tmp_path, "--without-tvm-ffi", "--frameworks", "numpy", "--no-import",
+                               "--no-memory")
+    if not installed("numpy"):
+        pytest.skip("numpy not installed")
+    printed = table_rows(stdout)
+    assert set(printed) == expected_rows(["numpy"])
+    for row in result["rows"]:
+        assert row["tvm_ffi_ns"] is None and row["ratio"] is None and row["tensorplug_ns"] > 0, row
+    assert all("n/a: disabled" in line for line in printed.values()), stdout
+
+
+def test_bench_rejects_unknown_options(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "tensorplug", "bench", "--frameworks", "nosuch"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "unknown framework 'nosuch'" in proc.stderr
