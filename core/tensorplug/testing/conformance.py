@@ -393,9 +393,11 @@ class TestOutput:
             pytest.skip(source.missing())
         other, expected = make(source)
         with tensorplug.output_framework(fw.name):
-            y = tensorplug_kernels.add_one(other)  # a tensorplug.Tensor in, this framework out
+            w = tensorplug_kernels.identity(other)  # a tensorplug.Tensor in, this framework out
+            y = tensorplug_kernels.add_one(other)  # allocated by this framework
             z = tensorplug_kernels.arange(5)  # no tensor argument at all
-        assert type(y) is fw.output_type() and type(z) is fw.output_type()
+        assert type(w) is fw.output_type() and type(y) is fw.output_type() and type(z) is fw.output_type()
+        assert_values(fw, w, expected, "identity(x) under output_framework")
         assert_values(fw, y, expected + 1, "add_one(x) under output_framework")
         assert_values(fw, z, np.arange(5, dtype=np.float32), "arange(5)")
         x, _ = make(fw)

@@ -1,0 +1,181 @@
+"""The conformance kit itself: adapter selection, skip reasons, the capability report, and
+that deliberately broken adapters are caught with failures naming the capability."""
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+np = pytest.importorskip("numpy", reason="numpy not installed")
+
+# Three adapters for one tensor type each: a correct one, one that hands kernels C-contiguous
+# strides whatever the real ones are, and one whose results are bare numpy arrays.
+BROKEN_ADAPTERS = '''
+import numpy as np
+import tensorplug
+from tensorplug.testing import Framework, numpy_view
+
+
+class Box:
+    def __init__(self, array):
+        self.array = array
+
+
+class StridesBox(Box):
+    pass
+
+
+class OutputBox(Box):
+    pass
+
+
+def contiguous_strides_view(box):
+    a = box.array
+    return np.lib.stride_tricks.as_strided(a, a.shape, np.empty(a.shape, a.dtype).strides)
+
+
+class Adapter:
+    def __init__(self, name, box_type, to_dlpack=lambda box: box.array, wrap=None, framework="numpy"):
+        self.name, self.box_type, self.framework = name, box_type, framework
+        wrap = wrap or box_type
+        self.table = tensorplug.ExchangeTable.from_python(
+            name, from_dlpack=lambda t: wrap(np.from_dlpack(t)), to_dlpack=to_dlpack,
+            allocate=lambda shape, dtype, device: box_type(np.empty(shape, dtype)))
+
+    @tensorplug.hookimpl
+    def tensorplug_adapter_info(self):
+        return tensorplug.AdapterInfo(name=self.name, framework=self.framework, tensor_types=(self.box_type.__name__,),
+                                      capabilities=("exchange", "allocator", "output"), fast_path=False)
+
+    @tensorplug.hookimpl
+    def tensorplug_exchange_table(self, tensor_type):
+        return self.table if tensor_type is self.box_type else None
+
+    @tensorplug.hookimpl
+    def tensorplug_output_table(self, framework):
+        return self.table if framework == self.name else None
+
+
+class BoxFramework(Framework):
+    module = "numpy"
+
+    def __init__(self, name, box_type):
+        self.name, self.box_type = name, box_type
+
+    def from_numpy(self, array, device=None, dtype=None):
+        return self.box_type(array.copy())
+
+    def as_strided(self, base, shape, strides, offset):
+        return self.box_type(numpy_view(base.array, shape, strides, offset))
+
+    def to_numpy(self, x):
+        return np.array(getattr(x, "array", x), copy=True)
+
+    def data_ptr(self, x):
+        return getattr(x, "array", x).__array_interface__["data"][0]
+
+    def output_type(self):
+        return self.box_type
+
+
+ADAPTERS = [Adapter("box", Box), Adapter("wrong-strides", StridesBox, to_dlpack=contiguous_strides_view),
+            Adapter("wrong-output", OutputBox, wrap=lambda array: array),
+            Adapter("ghost", type("GhostTensor", (), {}), framework="ghost_framework")]
+FRAMEWORKS = {"box": Box, "wrong-strides": StridesBox, "wrong-output": OutputBox}
+
+
+def pytest_configure(config):
+    for adapter in ADAPTERS:
+        tensorplug.register_adapter(adapter, name=adapter.name)
+
+
+def pytest_tensorplug_framework(name):
+    return BoxFramework(name, FRAMEWORKS[name]) if name in FRAMEWORKS else None
+'''
+
+
+def capability_report(stdout: str) -> dict[str, dict[str, str]]:
+    """{adapter: {capability: status}} from the report at the end of a run."""
+    report, adapter = {}, None
+    for line in stdout.split("tensorplug capability report", 1)[1].splitlines()[1:]:
+        if line.startswith("="):
+            break
+        if line and not line.startswith(" "):
+            adapter = report.setdefault(line.strip(), {})
+        elif line.strip():
+            capability, status = line.split()[:2]
+            adapter[capability] = status
+    return report
+
+
+@pytest.fixture
+def broken(pytester):
+    pytester.makeconftest(BROKEN_ADAPTERS)
+    return pytester
+
+
+def test_broken_adapters_are_caught_naming_the_capability(broken):
+    # Layouts the wrong-strides adapter can misreport without reading out of bounds.
+    result = broken.runpytest_subprocess(
+        "--pyargs", "tensorplug.testing.conformance", "-p", "no:cacheprovider",
+        "--tensorplug-adapter=box,wrong-strides", "--tensorplug-adapter=wrong-output",
+        "-k", "(TestLayouts or TestOutput or TestExchange) and not negative and not reversed and not broadcast")
+    stdout = result.stdout.str()
+    report = capability_report(stdout)
+    assert report["box"] == {"exchange": "passed", "layouts": "passed", "output": "passed"}
+    assert report["wrong-strides"]["layouts"] == "FAILED"
+    assert report["wrong-output"]["output"] == "FAILED"
+    assert report["wrong-output"]["exchange"] == "FAILED"
+    result.stdout.fnmatch_lines([
+        "*TestLayouts*test_kernel_sees_the_layout*wrong-strides-transposed*",
+        "*the kernel sees strides (3, 1), not (1, 4)*",
+        "*adapter 'wrong-strides' fails the 'layouts' capability*",
+        "*adapter 'wrong-output' fails the 'output' capability*",
+        "wrong-strides",
+        "  layouts    FAILED   * failed: *",
+    ])
+    assert any("FAILED" in line and "test_kernel_sees_the_layout[wrong-strides-transposed]" in line
+               for line in stdout.split("tensorplug capability report")[1].splitlines())
+    assert "box-" not in "".join(line for line in stdout.splitlines() if line.startswith("FAILED"))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_adapter_selection_and_skip_reasons(broken):
+    result = broken.runpytest_subprocess(
+        "--pyargs", "tensorplug.testing.conformance", "-p", "no:cacheprovider", "-k", "TestReadOnly",
+        "--tensorplug-adapter=box, ghost", "--tensorplug-adapter=nope")
+    stdout = result.stdout.str()
+    result.assert_outcomes(passed=1, skipped=3, errors=2)  # box has no read-only tensors: one skip
+    assert "[wrong-strides]" not in stdout and "[numpy]" not in stdout  # only the named adapters
+    result.stdout.fnmatch_lines(["*no adapter named 'nope' (adapters: *box*)*"])
+    report = capability_report(stdout)
+    assert report["box"] == {"read-only": "passed"}
+    assert report["ghost"] == {"all": "skipped"}
+    assert report["nope"] == {"read-only": "FAILED"}
+    result.stdout.fnmatch_lines(["ghost", "  all * skipped  ghost not installed"])
+
+
+def test_pairs_cover_every_ordered_pair_with_a_selected_adapter(broken):
+    result = broken.runpytest_subprocess("--pyargs", "tensorplug.testing.conformance", "--collect-only", "-q",
+                                         "-p", "no:cacheprovider", "--tensorplug-adapter=box",
+                                         "-k", "test_first_tensor_decides_the_result_type")
+    ids = sorted(line.rpartition("[")[2].rstrip("]") for line in result.stdout.lines if "::" in line)
+    import tensorplug
+
+    others = [r.name for r in tensorplug.adapters()] + ["wrong-strides", "wrong-output", "ghost", "tensorplug"]
+    assert ids == sorted([f"box-{o}" for o in others] + [f"{o}-box" for o in others])
+
+
+def test_plugin_registers_hook_option_and_fixtures(pytester):
+    pytester.makepyfile(test_fixtures='''
+        import tensorplug
+        from tensorplug.testing import Framework
+
+        def test_adapter(tensorplug_adapter, tensorplug_kernels):
+            assert isinstance(tensorplug_adapter, Framework)
+            assert tensorplug_adapter.name == "numpy"
+            x, expected = __import__("tensorplug.testing").testing.make_tensor(tensorplug_adapter, (2, 2))
+            assert tensorplug_kernels.strided_sum(x) == expected.sum()
+    ''')
+    result = pytester.runpytest_subprocess("--tensorplug-adapter=numpy", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.no_fnmatch_line("*capability report*")  # no report without capability tests
