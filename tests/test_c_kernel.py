@@ -12,12 +12,6 @@ def test_c_kernel_computes(c_kernel):
     np.testing.assert_array_equal(out, x + 1)
 
 
-def test_c_kernel_with_torch(c_kernel):
-    torch = pytest.importorskip("torch", reason="torch not installed")
-    x = torch.arange(5, dtype=torch.float32)
-    out = torch.zeros_like(x)
-    c_kernel.add_one(x, out)
-    assert torch.equal(out, x + 1)
 
 
 def test_c_kernel_reports_errors_through_the_error_api(c_kernel):

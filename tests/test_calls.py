@@ -1,4 +1,8 @@
-"""Calling compiled kernels with numpy and torch: values, types, argument errors."""
+"""Calling compiled kernels: scalars, strings, tuples, callables, keywords, argument errors.
+
+How each framework's tensors go in and come back (zero copy, dtypes, layouts, allocation,
+result types, kernel errors) is checked for every adapter by the conformance kit
+(tests/test_conformance.py)."""
 
 import inspect
 
@@ -9,23 +13,8 @@ import tensorplug
 np = pytest.importorskip("numpy")
 
 
-def torch_or_skip():
-    return pytest.importorskip("torch", reason="torch not installed")
 
 
-def test_numpy_in_place_kernel(kernels):
-    x = np.arange(6, dtype=np.float32).reshape(2, 3)
-    out = np.zeros_like(x)
-    assert kernels.add_one(x, out) is None
-    np.testing.assert_array_equal(out, x + 1)
-
-
-def test_torch_in_place_kernel(kernels):
-    torch = torch_or_skip()
-    x = torch.arange(6, dtype=torch.float64).reshape(2, 3)
-    out = torch.zeros_like(x)
-    kernels.add_one(x, out)
-    assert torch.equal(out, x + 1)
 
 
 def test_scalars_and_keywords(kernels):
@@ -37,16 +26,6 @@ def test_scalars_and_keywords(kernels):
     np.testing.assert_array_equal(y, -x)
 
 
-def test_allocating_kernel_returns_the_callers_type(kernels):
-    a = np.arange(5, dtype=np.float32)
-    r = kernels.add(a, a)
-    assert type(r) is np.ndarray and r.flags.owndata
-    np.testing.assert_array_equal(r, 2 * a)
-    torch = torch_or_skip()
-    t = torch.arange(5, dtype=torch.float32)
-    r = kernels.add(t, t)
-    assert type(r) is torch.Tensor
-    assert torch.equal(r, 2 * t)
 
 
 def test_scalar_string_and_tuple_results(kernels):
@@ -60,14 +39,6 @@ def test_scalar_string_and_tuple_results(kernels):
     np.testing.assert_array_equal(second, [0, 2, 4])
 
 
-def test_owning_tensor_parameter_round_trips(kernels):
-    x = np.arange(3, dtype=np.float32)
-    y = kernels.identity(x)
-    assert y is x  # the numpy table hands back the very array it exported
-    torch = torch_or_skip()
-    t = torch.arange(3)
-    r = kernels.identity(t)
-    assert type(r) is torch.Tensor and r.data_ptr() == t.data_ptr()
 
 
 def test_no_argument_call_and_tensorplug_results(kernels):
@@ -78,10 +49,6 @@ def test_no_argument_call_and_tensorplug_results(kernels):
     np.testing.assert_array_equal(np.from_dlpack(t), [0, 1, 2, 3])
 
 
-def test_strided_views(kernels):
-    x = np.arange(12, dtype=np.float64).reshape(3, 4)[:, ::2]
-    assert kernels.strided_sum(x) == x.sum()
-    assert kernels.strided_sum(x[::-1]) == x.sum()  # negative strides
 
 
 def test_python_callable_argument(kernels):
@@ -108,13 +75,6 @@ def test_wrong_arity(kernels):
         kernels.scale(x, x, 1.0, x=x)
 
 
-def test_kernel_error_keeps_type_and_message(kernels):
-    with pytest.raises(ValueError, match="^custom failure 42$"):
-        kernels.fails("custom failure 42")
-    a = np.zeros(3, dtype=np.float32)
-    b = np.zeros(4, dtype=np.float32)
-    with pytest.raises(ValueError, match="shape"):
-        kernels.add_one(a, b)
 
 
 def test_unsupported_object_is_a_type_error(kernels):
