@@ -103,6 +103,7 @@ def assert_values(framework, x, expected, what="tensor"):
 
     got = framework.to_numpy(x)
     assert got.shape == expected.shape, f"{what}: shape {got.shape}, expected {expected.shape}"
+    assert got.dtype == expected.dtype, f"{what}: dtype {got.dtype}, expected {expected.dtype}"
     np.testing.assert_array_equal(got, expected, err_msg=f"{what}: wrong values")
 
 
