@@ -20,6 +20,7 @@ Importing this module imports no array framework.
 
 from __future__ import annotations
 
+import importlib
 import os
 import pickle
 import select
@@ -146,6 +147,8 @@ def _framework(config, name: str) -> Framework:
     reason = framework.missing()
     if reason:
         pytest.skip(reason)
+    if framework.module:
+        importlib.import_module(framework.module)  # here, not in a forked child of a check
     return framework
 
 
@@ -191,7 +194,8 @@ def run_isolated(fn, timeout: float = 60.0, fork: bool = True):
     if pid == 0:  # the child: report and leave without running any of the parent's cleanup
         try:
             os.close(read_end)
-            os.write(write_end, pickle.dumps(_outcome(fn)))
+            with os.fdopen(write_end, "wb") as pipe:
+                pipe.write(pickle.dumps(_outcome(fn)))
         finally:
             os._exit(0)
     os.close(write_end)

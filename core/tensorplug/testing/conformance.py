@@ -127,7 +127,7 @@ def call_state(*devices):
 
 def refused(kind: str, message: str) -> str:
     first = str(message).strip().splitlines()[0] if str(message).strip() else ""
-    return f"refused with {kind}: {first[:100]}{'...' if len(first) > 100 else ''}"
+    return f"refused with {kind}: {first[:60]}{'...' if len(first) > 60 else ''}"
 
 
 # ---------------------------------------------------------------- exchange ----
