@@ -97,3 +97,17 @@ def test_jax_values_that_have_no_data(kernels):
     deleted.delete()
     with pytest.raises(Exception, match=r"numel\(\) argument 1 'x': .*deleted"):
         kernels.numel(deleted)
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("complex64", "complex64"), ("complex128", "complex128"), ("float32x4", "float32x4"),
+    ("torch.bfloat16", "bfloat16"), ("int8", "int8"),
+])
+def test_dtype_names(name, expected):
+    assert tensorplug._core.empty((2,), name).dtype == expected
+
+
+@pytest.mark.parametrize("name", ["comple", "float32x", "float32x99999999", "tensor"])
+def test_bad_dtype_names(name):
+    with pytest.raises(TypeError, match=rf"empty\(\) argument 'dtype': expected a dtype such as 'float32', got '{name}'"):
+        tensorplug._core.empty((2,), name)

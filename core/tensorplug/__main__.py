@@ -56,6 +56,9 @@ def cmd_bench(args) -> int:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:  # everything after `bench` is the benchmark's own options
+        return cmd_bench(argparse.Namespace(bench_args=argv[1:]))
     parser = argparse.ArgumentParser(prog="tensorplug", description="Ship compiled kernels to every array framework.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="compile the example kernels and run them on every installed framework")

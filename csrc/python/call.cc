@@ -605,6 +605,7 @@ PyObject* CallInFrame(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs
     TPAnyRelease(&result);
     return RaiseFromTPError();
   }
+  if (result.type_index == kTPNone) Py_RETURN_NONE;  // the common in-place kernel
   return ValueToPython(&result, output);
 }
 

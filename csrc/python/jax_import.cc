@@ -3,6 +3,7 @@
 // row-major and immutable; the jax adapter marks them read-only.
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
 
 #include "common.h"
 
@@ -13,13 +14,54 @@ namespace {
 PyObject* Intern(const char* s) { return PyUnicode_InternFromString(s); }
 
 struct Names {
-  PyObject *block_until_ready, *unsafe_buffer_pointer, *shape, *dtype, *sharding, *device, *platform, *id,
-      *local_hardware_id;
+  PyObject *block_until_ready, *unsafe_buffer_pointer, *aval, *shape, *dtype, *private_sharding, *sharding,
+      *device, *platform, *id, *local_hardware_id;
   Names()
       : block_until_ready(Intern("block_until_ready")), unsafe_buffer_pointer(Intern("unsafe_buffer_pointer")),
-        shape(Intern("shape")), dtype(Intern("dtype")), sharding(Intern("sharding")), device(Intern("_device")),
-        platform(Intern("platform")), id(Intern("id")), local_hardware_id(Intern("local_hardware_id")) {}
+        aval(Intern("aval")), shape(Intern("shape")), dtype(Intern("dtype")), private_sharding(Intern("_sharding")),
+        sharding(Intern("sharding")), device(Intern("_device")), platform(Intern("platform")), id(Intern("id")),
+        local_hardware_id(Intern("local_hardware_id")) {}
 };
+
+// The public `shape`, `dtype` and `sharding` of jax.Array are Python properties (about 1,100
+// instructions each); `aval` and `_sharding` hold the same facts and cost a third. The
+// public names remain the fallback should a jax release drop the private ones.
+PyObject* GetAttrPreferring(PyObject* obj, PyObject* fast, PyObject* public_name) {
+  PyObject* value = PyObject_GetAttr(obj, fast);
+  if (value || !PyErr_ExceptionMatches(PyExc_AttributeError)) return value;
+  PyErr_Clear();
+  return PyObject_GetAttr(obj, public_name);
+}
+
+// Arrays already seen ready. jax arrays are immutable, so once ready an array stays ready
+// (a deleted one makes unsafe_buffer_pointer() raise); block_until_ready() costs about
+// 0.2 us, so repeated arguments skip it. Keyed by address, verified through a weak
+// reference (a dead entry's address may be reused); cleared when it grows past a bound.
+struct ReadyCache {
+  std::unordered_map<PyObject*, PyObject*> refs;  // array -> weakref to it
+  bool Contains(PyObject* array) const {
+    auto it = refs.find(array);
+    return it != refs.end() && PyWeakref_GetObject(it->second) == array;
+  }
+  void Add(PyObject* array) {
+    if (refs.size() >= 4096) Clear();
+    PyObject* ref = PyWeakref_NewRef(array, nullptr);
+    if (!ref) {
+      PyErr_Clear();  // not weak-referenceable: just not cached
+      return;
+    }
+    auto [it, inserted] = refs.emplace(array, ref);
+    if (!inserted) Py_SETREF(it->second, ref);
+  }
+  void Clear() {
+    for (auto& entry : refs) Py_DECREF(entry.second);
+    refs.clear();
+  }
+};
+ReadyCache& Ready() {
+  static auto* cache = new ReadyCache;
+  return *cache;
+}
 const Names& N() {
   static const Names* names = new Names;
   return *names;
@@ -35,7 +77,7 @@ DeviceCacheEntry g_devices[kDeviceCacheSize];
 int g_device_next = 0;
 
 bool DeviceOf(PyObject* array, DLDevice* out) {
-  PyObject* sharding = PyObject_GetAttr(array, N().sharding);
+  PyObject* sharding = GetAttrPreferring(array, N().private_sharding, N().sharding);
   if (!sharding) return false;
   PyObject* device = PyObject_GetAttr(sharding, N().device);
   Py_DECREF(sharding);
@@ -90,21 +132,37 @@ bool DeviceOf(PyObject* array, DLDevice* out) {
 int Describe(PyObject* array, DLTensor* out, PyObject** shape_out) {
   if (!NumpyExchangeAPI()) return -1;  // numpy's C API, for the dtype
   // The buffer pointer is known before the computation producing it has finished.
-  PyObject* ready = PyObject_CallMethodNoArgs(array, N().block_until_ready);
-  if (!ready) return -1;
-  Py_DECREF(ready);
+  ReadyCache& ready_cache = Ready();
+  if (!ready_cache.Contains(array)) {
+    PyObject* ready = PyObject_CallMethodNoArgs(array, N().block_until_ready);
+    if (!ready) return -1;
+    Py_DECREF(ready);
+    ready_cache.Add(array);
+  }
   PyObject* pointer = PyObject_CallMethodNoArgs(array, N().unsafe_buffer_pointer);
   if (!pointer) return -1;
   out->data = PyLong_AsVoidPtr(pointer);
   Py_DECREF(pointer);
   if (!out->data && PyErr_Occurred()) return -1;
-  PyObject* dtype = PyObject_GetAttr(array, N().dtype);
-  if (!dtype) return -1;
+  PyObject* aval = PyObject_GetAttr(array, N().aval);  // a ShapedArray: shape and dtype
+  if (!aval) {  // not there: the array's own (slower) properties
+    PyErr_Clear();
+    aval = Py_NewRef(array);
+  }
+  PyObject* dtype = PyObject_GetAttr(aval, N().dtype);
+  if (!dtype) {
+    Py_DECREF(aval);
+    return -1;
+  }
   bool known = NumpyDTypeOf(dtype, &out->dtype);
   if (!known) PyErr_Format(PyExc_BufferError, "jax dtype %R has no DLPack equivalent", dtype);
   Py_DECREF(dtype);
-  if (!known || !DeviceOf(array, &out->device)) return -1;
-  PyObject* shape = PyObject_GetAttr(array, N().shape);
+  if (!known || !DeviceOf(array, &out->device)) {
+    Py_DECREF(aval);
+    return -1;
+  }
+  PyObject* shape = PyObject_GetAttr(aval, N().shape);
+  Py_DECREF(aval);
   if (!shape) return -1;
   if (!PyTuple_Check(shape)) {
     Py_DECREF(shape);

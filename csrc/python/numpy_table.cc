@@ -19,6 +19,47 @@ namespace {
 
 bool g_numpy_ready = false;
 
+struct MlDtype {
+  const char* name;
+  DLDataType dtype;
+};
+constexpr MlDtype kMlDtypes[] = {
+    {"bfloat16", {kDLBfloat, 16, 1}},
+    {"float8_e4m3fn", {kDLFloat8_e4m3fn, 8, 1}},
+    {"float8_e5m2", {kDLFloat8_e5m2, 8, 1}},
+    {"float8_e4m3fnuz", {kDLFloat8_e4m3fnuz, 8, 1}},
+    {"float8_e5m2fnuz", {kDLFloat8_e5m2fnuz, 8, 1}},
+    {"float8_e4m3b11fnuz", {kDLFloat8_e4m3b11fnuz, 8, 1}},
+    {"float8_e3m4", {kDLFloat8_e3m4, 8, 1}},
+    {"float8_e4m3", {kDLFloat8_e4m3, 8, 1}},
+    {"float8_e8m0fnu", {kDLFloat8_e8m0fnu, 8, 1}},
+};
+
+// The ml_dtypes descriptor for `dtype`, when ml_dtypes is already imported (a tensor of
+// such a dtype can only come from code that imported it); nullptr without an error set.
+PyArray_Descr* MlDtypesDescr(DLDataType dtype) {
+  for (const auto& entry : kMlDtypes) {
+    if (entry.dtype.code != dtype.code || entry.dtype.bits != dtype.bits) continue;
+    PyObject* module_name = PyUnicode_FromString("ml_dtypes");
+    PyObject* module = module_name ? PyImport_GetModule(module_name) : nullptr;  // never imports
+    Py_XDECREF(module_name);
+    if (!module) {
+      PyErr_Clear();
+      return nullptr;
+    }
+    PyObject* type = PyObject_GetAttrString(module, entry.name);
+    Py_DECREF(module);
+    PyArray_Descr* descr = nullptr;
+    if (!type || !PyArray_DescrConverter(type, &descr)) {
+      PyErr_Clear();
+      descr = nullptr;
+    }
+    Py_XDECREF(type);
+    return descr;
+  }
+  return nullptr;
+}
+
 bool DTypeOfDescr(PyArray_Descr* descr, DLDataType* out) {
   if (!PyArray_ISNBO(descr->byteorder)) return false;
   switch (descr->type_num) {
@@ -38,10 +79,16 @@ bool DTypeOfDescr(PyArray_Descr* descr, DLDataType* out) {
     case NPY_CDOUBLE: *out = {kDLComplex, 128, 1}; return true;
     default: break;
   }
-  // ml_dtypes registers bfloat16 as a user dtype.
-  if (descr->typeobj && std::strcmp(descr->typeobj->tp_name, "bfloat16") == 0) {
-    *out = {kDLBfloat, 16, 1};
-    return true;
+  // ml_dtypes (used by jax) registers bfloat16 and the float8 types as user dtypes.
+  if (descr->typeobj) {
+    const char* dot = std::strrchr(descr->typeobj->tp_name, '.');
+    const char* name = dot ? dot + 1 : descr->typeobj->tp_name;
+    for (const auto& entry : kMlDtypes) {
+      if (std::strcmp(name, entry.name) == 0) {
+        *out = entry.dtype;
+        return true;
+      }
+    }
   }
   return false;
 }
@@ -61,7 +108,7 @@ PyArray_Descr* DescrOfDType(DLDataType dtype) {
       type_num = dtype.bits == 16 ? NPY_HALF : dtype.bits == 32 ? NPY_FLOAT : dtype.bits == 64 ? NPY_DOUBLE : -1;
       break;
     case kDLComplex: type_num = dtype.bits == 64 ? NPY_CFLOAT : dtype.bits == 128 ? NPY_CDOUBLE : -1; break;
-    default: break;
+    default: return MlDtypesDescr(dtype);
   }
   return type_num < 0 ? nullptr : PyArray_DescrFromType(type_num);
 }
@@ -82,12 +129,15 @@ int NumpyView(void* obj, DLTensor* out) {
     // numpy strides are in bytes; DLPack's in elements. The converted copy lives in the
     // call frame's scratch arena until the call returns.
     strides = ScratchAlloc(ndim);
+    // Item sizes are powers of two for every dtype with a DLPack equivalent: shift, don't divide.
+    const int shift = __builtin_ctzll(static_cast<unsigned long long>(itemsize));
+    const npy_intp mask = itemsize - 1;
     for (int i = 0; i < ndim; ++i) {
-      if (byte_strides[i] % itemsize != 0) {
+      if (byte_strides[i] & mask) {
         PyErr_SetString(PyExc_BufferError, "numpy array strides are not a multiple of the item size");
         return -1;
       }
-      strides[i] = byte_strides[i] / itemsize;
+      strides[i] = byte_strides[i] >> shift;
     }
   }
   out->data = PyArray_DATA(arr);

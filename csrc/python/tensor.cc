@@ -70,21 +70,27 @@ bool DTypeFromString(const char* s, DLDataType* out) {
   }
   if (!name.empty() && name.back() == ')') name.pop_back();
   if (!name.empty() && name.back() == '\'') name.pop_back();
-  uint16_t lanes = 1;
-  size_t x = name.rfind('x');
-  if (x != std::string::npos && x + 1 < name.size() && name.find_first_not_of("0123456789", x + 1) == std::string::npos &&
-      name.compare(0, 5, "float") != 0) {
-    lanes = static_cast<uint16_t>(std::stoi(name.substr(x + 1)));
-    name = name.substr(0, x);
-  }
-  for (const auto& entry : kDTypeNames) {
-    if (name == entry.name) {
-      *out = entry.dtype;
-      out->lanes = lanes;
-      return true;
+  auto lookup = [](const std::string& n, DLDataType* dtype) {
+    for (const auto& entry : kDTypeNames) {
+      if (n == entry.name) {
+        *dtype = entry.dtype;
+        return true;
+      }
     }
+    return false;
+  };
+  if (lookup(name, out)) return true;
+  // Vector types: "float32x4" (the part before the last 'x' must itself be a dtype, so
+  // that "complex64" is not read as 64 lanes of "comple").
+  size_t x = name.rfind('x');
+  if (x == std::string::npos || x + 1 >= name.size() || x + 6 < name.size() ||
+      name.find_first_not_of("0123456789", x + 1) != std::string::npos || !lookup(name.substr(0, x), out)) {
+    return false;
   }
-  return false;
+  int lanes = std::stoi(name.substr(x + 1));
+  if (lanes < 1 || lanes > 65535) return false;
+  out->lanes = static_cast<uint16_t>(lanes);
+  return true;
 }
 
 PyObject* DTypeToPython(DLDataType dtype) {
@@ -468,6 +474,10 @@ bool InitTensorType(PyObject* module) {
   }
   g_core_table.api = &g_core_api;
   g_core_table.owner = capsule;
+  g_core_table.read_only = ReadOnlyPolicy::kProbe;  // a Tensor carries its producer's flag
+  g_core_table.is_read_only = [](PyObject* obj) -> int {
+    return (TensorManaged(obj)->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  };
   g_core_table.name = PyUnicode_InternFromString("tensorplug");
   return PyModule_AddObjectRef(module, "Tensor", reinterpret_cast<PyObject*>(TensorType)) == 0;
 }

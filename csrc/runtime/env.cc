@@ -163,13 +163,17 @@ int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out) {
   *out = nullptr;
   TPErrorClear();
   if (alloc(prototype, out, nullptr, SetErrorToThread) == 0 && *out != nullptr) return 0;
-  // Whatever the framework said, the caller learns what was asked for and where. Argument
-  // errors keep their kind; everything else is out-of-memory from the caller's view.
+  // Whatever the framework said, the caller learns what was asked for and where. Errors
+  // about the request itself keep their kind; the rest is out-of-memory from the caller's
+  // view (frameworks report that as RuntimeError or worse).
   const char* kind = "MemoryError";
   const char* why = "the allocator returned no tensor";
   TPErrorGet(&kind, &why);
-  const std::string out_kind = (std::strcmp(kind, "TypeError") == 0 || std::strcmp(kind, "ValueError") == 0)
-                                   ? kind : "MemoryError";
+  bool request_error = false;
+  for (const char* k : {"TypeError", "ValueError", "BufferError", "NotImplementedError", "OverflowError"}) {
+    request_error = request_error || std::strcmp(kind, k) == 0;
+  }
+  const std::string out_kind = request_error ? kind : "MemoryError";
   uint64_t numel = 1;
   std::string shape = "[";
   for (int32_t i = 0; i < prototype->ndim; ++i) {

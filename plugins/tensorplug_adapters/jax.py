@@ -25,10 +25,11 @@ def _from_dlpack(tensor):
 def _allocate(shape, dtype, device):
     jax = _jax()
     if device.type == "cpu":
-        # A fresh numpy buffer: jax imports it zero-copy when the result is returned.
-        import numpy
+        # A fresh CPU buffer from tensorplug's allocator (numpy cannot export ml_dtypes
+        # such as bfloat16 through DLPack); jax imports it when the result is returned.
+        from tensorplug import _core
 
-        return numpy.empty(shape, dtype=dtype)
+        return _core.empty(shape, dtype, device)
     platform = "gpu" if device.type in ("cuda", "rocm") else device.type
     return jax.numpy.empty(shape, dtype=dtype, device=jax.devices(platform)[device.index])
 
