@@ -80,7 +80,7 @@ class Framework:
 
     def unsupported_dtype(self, dtype: str) -> str | None:
         """Why the framework has no tensors of ``dtype``, or None."""
-        return "numpy, the source of the kit's data, has no bfloat16" if dtype == "bfloat16" else None
+        return "numpy's DLPack import, which reads tensors back, has no bfloat16" if dtype == "bfloat16" else None
 
     def from_numpy(self, array, device: str | None = None, dtype: str | None = None):
         """A new tensor holding a copy of the C-contiguous numpy ``array`` on ``device``
@@ -160,15 +160,25 @@ def _check_cpu(framework: Framework, device) -> None:
 class NumpyFramework(Framework):
     name = module = "numpy"
 
+    def unsupported_dtype(self, dtype):
+        if dtype == "bfloat16" and not is_installed("ml_dtypes"):
+            return "numpy has no bfloat16 without ml_dtypes"
+        return None
+
     def from_numpy(self, array, device=None, dtype=None):
         _check_cpu(self, device)
+        if dtype == "bfloat16":
+            import ml_dtypes
+
+            return array.astype(ml_dtypes.bfloat16)
         return array.copy()
 
     def as_strided(self, base, shape, strides, offset):
         return numpy_view(base, shape, strides, offset)
 
     def to_numpy(self, x):
-        return _np().array(x, copy=True)
+        np = _np()
+        return x.astype(np.float32) if x.dtype.name == "bfloat16" else np.array(x, copy=True)
 
     def read_only_tensor(self, array):
         x = array.copy()
