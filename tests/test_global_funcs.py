@@ -58,3 +58,19 @@ def test_registry_errors():
     assert tensorplug.get_global_func("tests.missing", allow_missing=True) is None
     with pytest.raises(TypeError, match="expected a callable, got int"):
         tensorplug.register_global_func("tests.bad", 5)
+
+
+def test_tensor_views_passed_to_a_python_callback(tmp_path):
+    from tensorplug import cpp
+
+    mod = cpp.load_inline("callback_views", r"""
+double call_with(tensorplug::Function f, tensorplug::TensorView x) { return f(x).cast<double>(); }
+""", functions=["call_with"])
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)[:, ::2]  # a strided view
+
+    def inspect_view(t):
+        assert type(t) is tensorplug.Tensor  # valid for the duration of the callback
+        assert (t.shape, t.strides, t.dtype) == ((2, 2), (3, 2), "float32")
+        return float(np.from_dlpack(t).sum())
+
+    assert mod.call_with(inspect_view, x) == float(x.sum())

@@ -886,29 +886,11 @@ namespace {
 
 // A borrowed view becomes a tensorplug.Tensor that does not own the data: valid for the
 // duration of the callback only (documented).
-void DeleteBorrowedCopy(DLManagedTensorVersioned* self) { std::free(self); }
-
 PyObject* ArgToPython(const TPAny& arg) {
   if (arg.type_index == kTPDLTensorPtr) {
-    const DLTensor* src = arg.v_dltensor;
-    auto* managed = static_cast<DLManagedTensorVersioned*>(
-        std::malloc(sizeof(DLManagedTensorVersioned) + sizeof(int64_t) * 2 * size_t(src->ndim)));
+    uint64_t flags = (arg.flags & TP_ANY_FLAG_READ_ONLY) ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+    DLManagedTensorVersioned* managed = DescribeWithoutOwning(*arg.v_dltensor, flags);
     if (!managed) return PyErr_NoMemory();
-    auto* shape = reinterpret_cast<int64_t*>(managed + 1);
-    int64_t* strides = shape + src->ndim;
-    int64_t stride = 1;
-    for (int32_t i = src->ndim - 1; i >= 0; --i) {
-      shape[i] = src->shape[i];
-      strides[i] = src->strides ? src->strides[i] : stride;
-      stride *= shape[i];
-    }
-    managed->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-    managed->manager_ctx = nullptr;
-    managed->deleter = DeleteBorrowedCopy;
-    managed->flags = (arg.flags & TP_ANY_FLAG_READ_ONLY) ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
-    managed->dl_tensor = *src;
-    managed->dl_tensor.shape = shape;
-    managed->dl_tensor.strides = strides;
     return TensorFromManaged(managed);
   }
   if (arg.type_index == kTPFunction) {

@@ -90,6 +90,9 @@ bool NumpyDTypeOf(PyObject* descr, DLDataType* out);
 int JaxView(void* obj, DLTensor* out);
 int JaxManaged(void* obj, DLManagedTensorVersioned** out);
 
+// A managed tensor describing `src` (own copies of shape and strides) that does not own
+// the data; nullptr when out of memory.
+DLManagedTensorVersioned* DescribeWithoutOwning(const DLTensor& src, uint64_t flags);
 // Owning managed tensor from a DLPack capsule (versioned or legacy); marks it used.
 int ManagedFromCapsule(PyObject* capsule, DLManagedTensorVersioned** out);
 // A "dltensor_versioned" capsule owning `managed`.

@@ -134,8 +134,8 @@ PyObject* DeviceToPython(DLDevice device) {
 // ---------------------------------------------------------------- capsules ----
 namespace {
 
-// Legacy (pre-1.0) tensors, and versioned ones without strides, are wrapped into a
-// versioned tensor that owns its own shape and strides.
+// Legacy (pre-1.0) tensors, versioned ones without strides, and borrowed views are
+// wrapped into a versioned tensor that owns its own shape and strides.
 struct LegacyCtx {
   DLManagedTensor* legacy;               // may be null for the versioned-without-strides case
   DLManagedTensorVersioned* versioned;   // the inner versioned tensor, or null
@@ -194,6 +194,10 @@ void LegacyCapsuleDestructor(PyObject* capsule) {
 }
 
 }  // namespace
+
+DLManagedTensorVersioned* DescribeWithoutOwning(const DLTensor& src, uint64_t flags) {
+  return WrapWithStrides(src, flags, nullptr, nullptr);
+}
 
 int ManagedFromCapsule(PyObject* capsule, DLManagedTensorVersioned** out) {
   if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
