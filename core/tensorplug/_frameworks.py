@@ -10,8 +10,6 @@ import contextlib
 import importlib.util
 import sys
 
-FRAMEWORK_MODULES = {"numpy": "numpy", "torch": "torch", "jax": "jax", "paddle": "paddle", "cupy": "cupy"}
-
 # The dtypes the conformance kit round-trips, by their tensorplug names.
 DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "bfloat16", "float32", "float64",
           "complex64", "complex128")
@@ -22,8 +20,8 @@ class Unsupported(Exception):
     conformance kit skips with this message."""
 
 
-def is_installed(framework: str) -> bool:
-    module = FRAMEWORK_MODULES.get(framework, framework)
+def is_installed(module: str) -> bool:
+    """Whether the module can be imported (without importing it)."""
     return module in sys.modules or importlib.util.find_spec(module) is not None
 
 
@@ -614,17 +612,10 @@ def make_tensor(framework: Framework, shape=(2, 3), dtype: str = "float32", stri
     return framework.as_strided(base_tensor, shape, strides, offset), expected
 
 
-# -------------------------------------------------- the demo's and the bench's helpers ----
+# ------------------------------------------------------------ the bench's helper ----
 def make(framework: str, array, device: str = "cpu"):
     """A ``framework`` tensor holding a copy of the numpy ``array`` on ``device``."""
     found = get_framework(framework)
     if found is None:
         raise ValueError(f"make(): unknown framework {framework!r}")
     return found.from_numpy(_np().ascontiguousarray(array), device)
-
-
-def to_numpy(x):
-    """A numpy copy of any framework tensor."""
-    module = type(x).__module__.split(".")[0]
-    found = BUILTIN.get({"jaxlib": "jax"}.get(module, module))
-    return found().to_numpy(x) if found is not None else _np().from_dlpack(x).copy()
