@@ -199,3 +199,29 @@ def test_table_refusing_negative_strides(kernels):
         assert type(kernels.identity(Box(np.arange(4, dtype=np.float32)))) is Box
     finally:
         tensorplug.unregister_adapter(plugin)
+
+
+def test_tryfirst_wins_over_a_later_registration(kernels):
+    class Claim:
+        def __init__(self, name):
+            self.table = tensorplug.ExchangeTable.from_python(name, from_dlpack=lambda t: Box(np.from_dlpack(t)),
+                                                              to_dlpack=lambda box: box.array)
+
+    class First(Claim):
+        @tensorplug.hookimpl(tryfirst=True)
+        def tensorplug_exchange_table(self, tensor_type):
+            return self.table if tensor_type is Box else None
+
+    class Later(Claim):
+        @tensorplug.hookimpl
+        def tensorplug_exchange_table(self, tensor_type):
+            raise AssertionError("asked although a tryfirst adapter claimed the type")
+
+    first, later = First("first"), Later("later")
+    tensorplug.register_adapter(first)
+    tensorplug.register_adapter(later)
+    try:
+        assert kernels.sum(Box(np.ones(4, dtype=np.float32))) == 4.0
+    finally:
+        tensorplug.unregister_adapter(later)
+        tensorplug.unregister_adapter(first)

@@ -34,3 +34,14 @@ def test_console_script_and_adapters_table():
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("adapter")
     assert "numpy" in out.stdout and "C table" in out.stdout
+
+
+def test_demo_without_any_framework():
+    # numpy made unimportable: the demo still runs, on tensorplug.Tensor alone.
+    code = ("import sys; sys.modules['numpy'] = None\n"
+            "from tensorplug.__main__ import main\n"
+            "sys.exit(main(['demo']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.startswith("tensorplug ")]
+    assert len(rows) == 1 and rows[0].split()[1:4] == ["tensorplug.Tensor", "tensorplug.Tensor", "yes"]
