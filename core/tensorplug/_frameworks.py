@@ -497,7 +497,7 @@ class DLPackFramework(_NumpyBacked):
         return Tensor
 
 
-class AdapterFramework(Framework):
+class AdapterFramework(_NumpyBacked):
     """Any other adapter (a third party's), with no Framework of its own: its tensors are
     made by the adapter's own output conversion, from a ``tensorplug.Tensor`` viewing numpy
     memory, and read back through their ``__dlpack__``. Strided views come out of the same
@@ -514,7 +514,7 @@ class AdapterFramework(Framework):
             return f"{self.name} not installed"
         return None if is_installed("numpy") else "numpy not installed"
 
-    def _convert(self, array):
+    def wrap(self, array):
         from . import _core, from_dlpack
         from ._registry import registry
 
@@ -522,17 +522,8 @@ class AdapterFramework(Framework):
             self._table = registry.output_table(self.name)._c_table
         return _core.to_framework(from_dlpack(array), self._table)
 
-    def from_numpy(self, array, device=None, dtype=None):
-        _check_cpu(self, device)
-        if dtype == "bfloat16":
-            raise Unsupported(self.unsupported_dtype(dtype))
-        return self._convert(array.copy())
-
-    def as_strided(self, base, shape, strides, offset):
-        return self._convert(numpy_view(_np().from_dlpack(base), shape, strides, offset))
-
-    def to_numpy(self, x):
-        return _np().from_dlpack(x).copy()
+    # Whether a third party's tensors can be read-only is not known: not claimed.
+    read_only_tensor = Framework.read_only_tensor
 
 
 BUILTIN = {f.name: f for f in (NumpyFramework, TorchFramework, JaxFramework, PaddleFramework, CupyFramework,

@@ -42,30 +42,6 @@ void CheckSameLayout(tp::TensorView x, tp::TensorView out, const char* fn, const
       << "' is " << out.dtype();
 }
 
-// Calls f(offset) for every element of x, offset in elements from data_ptr(), honouring
-// strides (negative ones included) in row-major order.
-template <class F>
-void ForEachOffset(tp::TensorView x, F&& f) {
-  const int32_t ndim = x.dim();
-  if (x.numel() == 0) return;
-  std::vector<int64_t> index(static_cast<size_t>(ndim), 0);
-  int64_t offset = 0;
-  while (true) {
-    f(offset);
-    int32_t d = ndim - 1;
-    for (; d >= 0; --d) {  // odometer increment of the multi-index
-      const size_t i = static_cast<size_t>(d);
-      if (++index[i] < x.size(d)) {
-        offset += x.stride(d);
-        break;
-      }
-      offset -= x.stride(d) * (index[i] - 1);
-      index[i] = 0;
-    }
-    if (d < 0) return;
-  }
-}
-
 // out = x + 1
 void AddOne(tp::TensorView x, tp::TensorView out) {
   CheckHost(x, "add_one", "x");
@@ -119,7 +95,7 @@ void Fill(tp::TensorView x, double value) {
   TENSORPLUG_DISPATCH_ALL_TYPES_AND_HALF(x.dtype(), "fill", [&] {
     scalar_t* data = x.mutable_data_ptr<scalar_t>();
     const scalar_t v = static_cast<scalar_t>(value);
-    ForEachOffset(x, [&](int64_t offset) { data[offset] = v; });
+    tp::ForEachOffset(x, [&](int64_t offset) { data[offset] = v; });
   });
 }
 
@@ -140,7 +116,7 @@ double StridedSum(tp::TensorView x) {
   return TENSORPLUG_DISPATCH_ALL_TYPES_AND_HALF(x.dtype(), "strided_sum", [&] {
     const scalar_t* data = x.data_ptr<scalar_t>();
     double total = 0;
-    ForEachOffset(x, [&](int64_t offset) { total += static_cast<double>(data[offset]); });
+    tp::ForEachOffset(x, [&](int64_t offset) { total += static_cast<double>(data[offset]); });
     return total;
   });
 }

@@ -93,30 +93,6 @@ T PlusOne(T v) {
   }
 }
 
-// Calls f(offset) for every element of x in row-major order; offset in elements from
-// data_ptr(), following the strides (negative and zero ones included).
-template <class F>
-void ForEachOffset(const tp::TensorView& x, F&& f) {
-  if (x.numel() == 0) return;
-  const int32_t ndim = x.dim();
-  std::vector<int64_t> index(static_cast<size_t>(ndim), 0);
-  int64_t offset = 0;
-  while (true) {
-    f(offset);
-    int32_t d = ndim - 1;
-    for (; d >= 0; --d) {
-      const size_t i = static_cast<size_t>(d);
-      if (++index[i] < x.size(d)) {
-        offset += x.stride(d);
-        break;
-      }
-      offset -= x.stride(d) * (index[i] - 1);
-      index[i] = 0;
-    }
-    if (d < 0) return;
-  }
-}
-
 std::string Join(tp::IntArrayView values) {
   std::ostringstream os;
   for (size_t i = 0; i < values.size(); ++i) os << (i == 0 ? "" : ",") << values[i];
@@ -150,7 +126,7 @@ void Fill(tp::TensorView x, double value) {
     using T = decltype(tag);
     T* data = static_cast<T*>(x.mutable_data_ptr());
     const T v = FromDouble<T>(value);
-    ForEachOffset(x, [&](int64_t offset) { data[offset] = v; });
+    tp::ForEachOffset(x, [&](int64_t offset) { data[offset] = v; });
   });
 }
 
@@ -161,7 +137,7 @@ double StridedSum(tp::TensorView x) {
     using T = decltype(tag);
     const T* data = static_cast<const T*>(x.data_ptr());
     double total = 0;
-    ForEachOffset(x, [&](int64_t offset) { total += Real(data[offset]); });
+    tp::ForEachOffset(x, [&](int64_t offset) { total += Real(data[offset]); });
     return total;
   });
 }
@@ -175,7 +151,7 @@ tp::Tensor AddOne(tp::TensorView x) {
     const T* in = static_cast<const T*>(x.data_ptr());
     T* result = static_cast<T*>(out.mutable_data_ptr());
     int64_t i = 0;
-    ForEachOffset(x, [&](int64_t offset) { result[i++] = PlusOne(in[offset]); });
+    tp::ForEachOffset(x, [&](int64_t offset) { result[i++] = PlusOne(in[offset]); });
   });
   return out;
 }
@@ -189,8 +165,8 @@ tp::Tensor Add(tp::TensorView a, tp::TensorView b) {
   TENSORPLUG_CHECK(a.dtype() == b.dtype(), TypeError) << "add: dtype mismatch " << a.dtype() << " vs " << b.dtype();
   tp::Tensor out = tp::Tensor::FromEnvAlloc(a.shape(), a.dtype(), a.device());
   std::vector<int64_t> offsets_a, offsets_b;
-  ForEachOffset(a, [&](int64_t offset) { offsets_a.push_back(offset); });
-  ForEachOffset(b, [&](int64_t offset) { offsets_b.push_back(offset); });
+  tp::ForEachOffset(a, [&](int64_t offset) { offsets_a.push_back(offset); });
+  tp::ForEachOffset(b, [&](int64_t offset) { offsets_b.push_back(offset); });
   Dispatch(a.dtype(), "add", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = static_cast<const T*>(a.data_ptr());

@@ -557,6 +557,33 @@ class Tensor : public detail::TensorAccessors<Tensor> {
   detail::TensorObj* obj_ = nullptr;
 };
 
+/*!
+ * \brief Call `f(offset)` for every element of `x`, in row-major order; `offset` counts
+ * elements from `data_ptr()` and follows the strides (negative and zero ones included), so
+ * a kernel handles any view: `ForEachOffset(x, [&](int64_t o) { sum += p[o]; });`
+ */
+template <class F>
+void ForEachOffset(const TensorView& x, F&& f) {
+  if (x.numel() == 0) return;
+  const int32_t ndim = x.dim();
+  std::vector<int64_t> index(static_cast<size_t>(ndim), 0);
+  int64_t offset = 0;
+  while (true) {
+    f(offset);
+    int32_t d = ndim - 1;
+    for (; d >= 0; --d) {  // odometer increment of the multi-index
+      const size_t i = static_cast<size_t>(d);
+      if (++index[i] < x.size(d)) {
+        offset += x.stride(d);
+        break;
+      }
+      offset -= x.stride(d) * (index[i] - 1);
+      index[i] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
 }  // namespace tensorplug
 
 #endif  // TENSORPLUG_TENSOR_H_
