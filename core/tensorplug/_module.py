@@ -54,3 +54,36 @@ def load_module(path, *, release_gil: bool = True) -> Module:
     shared library or exports no ``__tensorplug_<name>`` function. ``release_gil`` (default
     True, as apache-tvm-ffi does) releases the GIL around each call."""
     return Module(path, release_gil=release_gil)
+
+
+def load_module_from_package(package: str, filename: str, *, release_gil: bool = True) -> Module:
+    """Load the kernel library ``filename`` shipped inside the installed Python package
+    ``package``: ``load_module_from_package("mykernels", "libmykernels.so")``.
+
+    ``filename`` is relative to the package directory (``"lib/libk.so"`` is fine) and may
+    not leave it. The package itself is not imported (parent packages of a dotted name
+    are), so its ``__init__`` may call this with ``__name__``. Raises ModuleNotFoundError
+    when no such package is installed, FileNotFoundError when it has no such file, and
+    what :func:`load_module` raises for the file."""
+    import importlib.util
+    from pathlib import Path, PurePosixPath
+
+    where = "load_module_from_package()"
+    if not isinstance(package, str) or not package:
+        raise TypeError(f"{where} argument 'package': expected a package name (str), got {package!r}")
+    if not isinstance(filename, str) or not filename:
+        raise TypeError(f"{where} argument 'filename': expected a file name (str), got {filename!r}")
+    relative = PurePosixPath(filename)
+    if relative.is_absolute() or ".." in relative.parts or "\\" in filename:
+        raise ValueError(f"{where} argument 'filename': expected a path inside the package, got {filename!r}")
+    spec = importlib.util.find_spec(package)
+    if spec is None:
+        raise ModuleNotFoundError(f"{where}: no installed package named {package!r}", name=package)
+    if not spec.submodule_search_locations:
+        raise ValueError(f"{where} argument 'package': {package!r} is a module, not a package")
+    for location in spec.submodule_search_locations:
+        path = Path(location, *relative.parts)
+        if path.is_file():
+            return load_module(path, release_gil=release_gil)
+    locations = ", ".join(map(str, spec.submodule_search_locations))
+    raise FileNotFoundError(f"{where}: package {package!r} ({locations}) has no file {filename!r}")
