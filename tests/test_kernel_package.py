@@ -141,3 +141,14 @@ def test_called_from_each_framework_in_the_fresh_venv(built, framework):
 def test_nothing_was_installed_into_this_environment(built):
     assert importlib_missing("mykernels")
     assert not (Path(sysconfig.get_path("platlib")) / "mykernels").exists()
+
+
+def test_shipping_guide_quotes_the_example_verbatim():
+    # docs/shipping.md shows pieces of the example's pyproject.toml and CMakeLists.txt: they
+    # must be the files' own lines, so that the guide cannot drift from the tested example.
+    guide = (ROOT / "docs" / "shipping.md").read_text()
+    quoted = {"toml": EXAMPLE / "pyproject.toml", "cmake": EXAMPLE / "CMakeLists.txt"}
+    blocks = re.findall(r"^```(toml|cmake)\n(.*?)^```", guide, re.S | re.M)
+    assert {lang for lang, _ in blocks} == set(quoted)
+    for lang, block in blocks:
+        assert block in quoted[lang].read_text(), f"docs/shipping.md {lang} block not in {quoted[lang].name}:\n{block}"
