@@ -10,7 +10,7 @@ from . import _core
 from ._core import Function, Tensor
 from ._context import get_raw_stream, output_framework, use_raw_stream, use_stream
 from ._module import Module, load_module
-from ._module import load_module_from_package
+from ._module import load_library, load_module_from_package
 from ._registry import (AdapterInfo, AdapterRecord, ExchangeTable, adapters, register_adapter,
                         registry as _registry, unregister_adapter)
 from ._signature import build as _build_signature
@@ -73,6 +73,6 @@ def __getattr__(name: str):
 __all__ = [
     "AdapterInfo", "AdapterRecord", "Device", "ExchangeTable", "Function", "Module", "Tensor",
     "adapters", "cpp", "from_dlpack", "get_global_func", "get_raw_stream", "hookimpl",
-    "list_global_func_names", "load_module", "load_module_from_package", "output_framework", "register_adapter",
+    "list_global_func_names", "load_library", "load_module", "load_module_from_package", "output_framework", "register_adapter",
     "register_global_func", "remove_global_func", "unregister_adapter", "use_raw_stream", "use_stream",
 ]

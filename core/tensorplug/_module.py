@@ -16,10 +16,10 @@ class Module(types.ModuleType):
     module attributes, which matters when a function is looked up on every call.
     """
 
-    def __init__(self, path, *, release_gil: bool = True):
+    def __init__(self, path, *, release_gil: bool = True, _load_flags: int = 0):
         path = os.fspath(path)
         super().__init__(os.path.basename(path), f"tensorplug kernel library {path}")
-        handle, names = _core.load_library(path)
+        handle, names = _core.load_library(path, _load_flags)
         self.path = path
         self.functions: tuple[str, ...] = tuple(names)
         self._handle = handle
@@ -54,6 +54,27 @@ def load_module(path, *, release_gil: bool = True) -> Module:
     shared library or exports no ``__tensorplug_<name>`` function. ``release_gil`` (default
     True, as apache-tvm-ffi does) releases the GIL around each call."""
     return Module(path, release_gil=release_gil)
+
+
+# TPModuleLoadEx flags (c_api.h).
+_LOAD_RUNTIME = 1
+_LOAD_GLOBAL = 2
+
+
+def load_library(path, *, global_symbols: bool = False, release_gil: bool = True) -> Module:
+    """Load a runtime library: a library that registers global functions and state when it
+    is loaded (``TENSORPLUG_REGISTER_GLOBAL``, ``TPGlobalFuncRegister`` in a static
+    initializer), as a DSL's runtime does, and may export no kernel function. Its global
+    functions are then found by name, from Python (:func:`get_global_func`) and from other
+    libraries' C and C++ code (``TPGlobalFuncGet``, ``Function::GetGlobal``).
+
+    Returns the library's :class:`Module` (``functions`` may be empty). Loading it again
+    returns a new Module and does not run its static initializers again. With
+    ``global_symbols`` its symbols also resolve undefined references of libraries loaded
+    later (``RTLD_GLOBAL``; a library first loaded without it is promoted). Raises what
+    :func:`load_module` raises, except for a library exporting no function."""
+    flags = _LOAD_RUNTIME | (_LOAD_GLOBAL if global_symbols else 0)
+    return Module(path, release_gil=release_gil, _load_flags=flags)
 
 
 def load_module_from_package(package: str, filename: str, *, release_gil: bool = True) -> Module:

@@ -97,8 +97,13 @@ struct TPModuleObj {
 
 extern "C" {
 
-int TPModuleLoad(const char* path, TPModuleHandle* out) {
+int TPModuleLoad(const char* path, TPModuleHandle* out) { return TPModuleLoadEx(path, 0, out); }
+
+int TPModuleLoadEx(const char* path, uint32_t flags, TPModuleHandle* out) {
   *out = nullptr;
+  if (flags & ~(TP_MODULE_LOAD_RUNTIME | TP_MODULE_LOAD_GLOBAL)) {
+    return Fail("ValueError", "TPModuleLoadEx: unknown flags " + std::to_string(flags));
+  }
   struct stat st;
   if (!path || stat(path, &st) != 0) {
     return Fail("FileNotFoundError", std::string("no such file: ") + (path ? path : "(null)"));
@@ -120,7 +125,8 @@ int TPModuleLoad(const char* path, TPModuleHandle* out) {
                                   "--includedir)");
   }
   // RTLD_NODELETE: tensors and functions made by the library may outlive its module.
-  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  const int visibility = (flags & TP_MODULE_LOAD_GLOBAL) ? RTLD_GLOBAL : RTLD_LOCAL;
+  void* handle = dlopen(path, RTLD_NOW | visibility | RTLD_NODELETE);
   if (!handle) {
     const char* why = dlerror();
     return Fail("ValueError", std::string("cannot load ") + path + ": " + (why ? why : "dlopen failed"));
@@ -133,11 +139,12 @@ int TPModuleLoad(const char* path, TPModuleHandle* out) {
     void* sym = dlsym(handle, (kFuncPrefix + name).c_str());
     if (sym) module->functions.emplace(name, reinterpret_cast<TPPackedFunc>(sym));
   }
-  if (module->functions.empty()) {
+  if (module->functions.empty() && !(flags & TP_MODULE_LOAD_RUNTIME)) {
     delete module;
     dlclose(handle);
     return Fail("ValueError", std::string(path) + " exports no tensorplug function (no symbol starts with '" +
-                                  kFuncPrefix + "')");
+                                  kFuncPrefix + "'); a runtime library that only registers global functions "
+                                  "loads with tensorplug.load_library");
   }
   *out = module;
   return 0;

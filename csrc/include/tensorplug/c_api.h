@@ -244,6 +244,20 @@ typedef struct TPModuleObj* TPModuleHandle;
  * module object).
  */
 TP_API int TPModuleLoad(const char* path, TPModuleHandle* out);
+
+/* TPModuleLoadEx flags. */
+#define TP_MODULE_LOAD_RUNTIME 1u /* a runtime library: exporting no function is fine */
+#define TP_MODULE_LOAD_GLOBAL 2u  /* dlopen RTLD_GLOBAL: its symbols resolve references of
+                                     libraries loaded later (a library loaded before without
+                                     it is promoted) */
+/*
+ * TPModuleLoad with flags (TPModuleLoad(p, o) is TPModuleLoadEx(p, 0, o)). A runtime
+ * library registers global functions and state at static initialization (a DSL's
+ * runtime, say) and may export no `__tensorplug_` function; the same checks apply
+ * otherwise (ABI record included). Static initializers run once per process, however
+ * often the library is loaded.
+ */
+TP_API int TPModuleLoadEx(const char* path, uint32_t flags, TPModuleHandle* out);
 TP_API void TPModuleRelease(TPModuleHandle module);
 /* The exported function `name` (its signature attached); *out NULL when missing. */
 TP_API int TPModuleGetFunction(TPModuleHandle module, const char* name, TPFunctionHandle* out);
