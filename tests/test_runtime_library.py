@@ -90,11 +90,21 @@ def libraries(tmp_path_factory):
 
 
 def test_load_module_refuses_a_runtime_library_and_names_load_library(libraries):
-    with pytest.raises(ValueError) as info:
-        tensorplug.load_module(libraries["runtime"])
-    assert str(info.value) == (
+    # Subprocess: the refused library must not have run (registered its functions).
+    script = textwrap.dedent(f"""
+        import tensorplug
+        try:
+            tensorplug.load_module({libraries['runtime']!r})
+        except ValueError as exc:
+            print(exc)
+        print("mylang.get_state" in tensorplug.list_global_func_names())
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
         f"{libraries['runtime']} exports no tensorplug function (no symbol starts with '__tensorplug_'); a runtime "
-        "library that only registers global functions loads with tensorplug.load_library")
+        "library that only registers global functions loads with tensorplug.load_library",
+        "False"]
 
 
 def test_two_libraries_share_the_runtime_state(libraries):

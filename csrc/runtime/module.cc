@@ -124,6 +124,13 @@ int TPModuleLoadEx(const char* path, uint32_t flags, TPModuleHandle* out) {
                                   ": rebuild it against the headers of the installed tensorplug (tensorplug config "
                                   "--includedir)");
   }
+  // Checked before dlopen too: a runtime library passed to load_module by mistake must not
+  // register its global functions as a side effect of being refused.
+  if (exports.function_names.empty() && !(flags & TP_MODULE_LOAD_RUNTIME)) {
+    return Fail("ValueError", std::string(path) + " exports no tensorplug function (no symbol starts with '" +
+                                  kFuncPrefix + "'); a runtime library that only registers global functions "
+                                  "loads with tensorplug.load_library");
+  }
   // RTLD_NODELETE: tensors and functions made by the library may outlive its module.
   const int visibility = (flags & TP_MODULE_LOAD_GLOBAL) ? RTLD_GLOBAL : RTLD_LOCAL;
   void* handle = dlopen(path, RTLD_NOW | visibility | RTLD_NODELETE);
@@ -138,13 +145,6 @@ int TPModuleLoadEx(const char* path, uint32_t flags, TPModuleHandle* out) {
   for (const std::string& name : exports.function_names) {
     void* sym = dlsym(handle, (kFuncPrefix + name).c_str());
     if (sym) module->functions.emplace(name, reinterpret_cast<TPPackedFunc>(sym));
-  }
-  if (module->functions.empty() && !(flags & TP_MODULE_LOAD_RUNTIME)) {
-    delete module;
-    dlclose(handle);
-    return Fail("ValueError", std::string(path) + " exports no tensorplug function (no symbol starts with '" +
-                                  kFuncPrefix + "'); a runtime library that only registers global functions "
-                                  "loads with tensorplug.load_library");
   }
   *out = module;
   return 0;
