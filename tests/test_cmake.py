@@ -1,6 +1,7 @@
 """The installed CMake package: find_package(tensorplug <version> CONFIG) and
 tensorplug_add_kernel_library(), with real cmake runs."""
 
+import json
 import os
 import re
 import shutil
@@ -85,57 +86,64 @@ def _dynamic_symbols(library):
     return sorted(line.split()[-1] for line in out.splitlines())
 
 
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """A site-packages-like prefix where one CMake project installed two kernel libraries:
+    {destination: installed path}."""
+    tmp = tmp_path_factory.mktemp("cmake_kernels")
+    source = _project(tmp, """
+        find_package(tensorplug 0.1 CONFIG REQUIRED)
+        tensorplug_add_kernel_library(triple DESTINATION mykernels kernel.cc)
+        tensorplug_add_kernel_library(triple_deep DESTINATION vendor/mykernels/lib/ kernel.cc)
+    """)
+    build, prefix = tmp / "build", tmp / "site"
+    _ok(_configure(source, build, "-DCMAKE_BUILD_TYPE=Release"))
+    _ok(subprocess.run([CMAKE, "--build", str(build)], capture_output=True, text=True, timeout=600))
+    _ok(subprocess.run([CMAKE, "--install", str(build), "--prefix", str(prefix)], capture_output=True, text=True))
+    return prefix, {"mykernels": prefix / "mykernels" / "libtriple.so",
+                    "vendor/mykernels/lib/": prefix / "vendor" / "mykernels" / "lib" / "libtriple_deep.so"}
+
+
 @pytest.mark.parametrize("destination, runpath", [
     ("mykernels", "$ORIGIN/../tensorplug/lib"),
     ("vendor/mykernels/lib/", "$ORIGIN/../../../tensorplug/lib"),
 ])
-def test_add_kernel_library_builds_installs_and_sets_the_runpath(tmp_path, destination, runpath):
+def test_add_kernel_library_builds_installs_and_sets_the_runpath(installed, destination, runpath):
     import tensorplug
 
-    source = _project(tmp_path, f"""
-        find_package(tensorplug 0.1 CONFIG REQUIRED)
-        tensorplug_add_kernel_library(triple DESTINATION {destination} kernel.cc)
-    """)
-    build, prefix = tmp_path / "build", tmp_path / "prefix"
-    _ok(_configure(source, build, "-DCMAKE_BUILD_TYPE=Release"))
-    _ok(subprocess.run([CMAKE, "--build", str(build)], capture_output=True, text=True, timeout=600))
-    _ok(subprocess.run([CMAKE, "--install", str(build), "--prefix", str(prefix)], capture_output=True, text=True))
-    installed = prefix / destination.rstrip("/") / "libtriple.so"
-    assert installed.is_file()
-    needed, paths = _readelf_dynamic(installed)
+    library = installed[1][destination]
+    assert library.is_file()
+    needed, paths = _readelf_dynamic(library)
     assert "libtensorplug.so" in needed and not [n for n in needed if "python" in n]
     assert paths == [runpath]
     # Hidden visibility: the kernel, its signature and the ABI record, nothing else of ours.
-    ours = [s for s in _dynamic_symbols(installed) if not s.startswith(("_init", "_fini"))]
+    ours = [s for s in _dynamic_symbols(library) if not s.startswith(("_init", "_fini"))]
     assert [s for s in ours if "tensorplug" in s or "helper" in s] == [
         "__tensorplug_triple", "__tensorplugabi_version", "__tensorplugsig_triple"]
-    m = tensorplug.load_module(installed)
+    m = tensorplug.load_module(library)
     assert m.triple(14) == 42
 
 
-def test_installed_runpath_finds_libtensorplug_without_importing_tensorplug(tmp_path):
-    # A site-packages-like prefix holding the kernel and (a link to) the tensorplug package:
-    # a process that never imports tensorplug opens the kernel, and the runpath finds
-    # libtensorplug.so. Run in a subprocess: a failure here is a failed dlopen, not a crash.
-    source = _project(tmp_path, """
-        find_package(tensorplug 0.1 CONFIG REQUIRED)
-        tensorplug_add_kernel_library(triple DESTINATION mykernels kernel.cc)
-    """)
-    build, prefix = tmp_path / "build", tmp_path / "site"
-    _ok(_configure(source, build))
-    _ok(subprocess.run([CMAKE, "--build", str(build)], capture_output=True, text=True, timeout=600))
-    _ok(subprocess.run([CMAKE, "--install", str(build), "--prefix", str(prefix)], capture_output=True, text=True))
-    (prefix / "tensorplug").symlink_to(Path(cpp.lib_dir()).parent, target_is_directory=True)
+def test_installed_runpath_finds_libtensorplug_without_importing_tensorplug(installed, tmp_path):
+    # The prefix holds the kernel and (a link to) the tensorplug package: a process that
+    # never imports tensorplug opens the kernel, and the runpath finds libtensorplug.so.
+    # Subprocess: a failure here is a failed dlopen, not a crash of the test process.
+    prefix, libraries = installed
+    link = prefix / "tensorplug"
+    if not link.exists():
+        link.symlink_to(Path(cpp.lib_dir()).parent, target_is_directory=True)
     script = textwrap.dedent(f"""
-        import ctypes, sys
-        lib = ctypes.CDLL({str(prefix / "mykernels" / "libtriple.so")!r})
+        import ctypes, json, sys
+        for path in {[str(p) for p in libraries.values()]!r}:
+            ctypes.CDLL(path)
         assert "tensorplug" not in sys.modules
         maps = open("/proc/self/maps").read()
-        print([line.split()[-1] for line in maps.splitlines() if line.endswith("libtensorplug.so")][0])
+        print(json.dumps(sorted({{l.split()[-1] for l in maps.splitlines() if l.endswith("libtensorplug.so")}})))
     """)
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
     proc = _ok(subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True, env=env))
-    assert Path(proc.stdout.strip()).resolve() == (Path(cpp.lib_dir()) / "libtensorplug.so").resolve()
+    (loaded,) = json.loads(proc.stdout)
+    assert Path(loaded).resolve() == (Path(cpp.lib_dir()) / "libtensorplug.so").resolve()
 
 
 @pytest.mark.parametrize("destination", ["../outside", "/abs/path", "a/./b"])
