@@ -152,3 +152,49 @@ def test_shipping_guide_quotes_the_example_verbatim():
     assert {lang for lang, _ in blocks} == set(quoted)
     for lang, block in blocks:
         assert block in quoted[lang].read_text(), f"docs/shipping.md {lang} block not in {quoted[lang].name}:\n{block}"
+
+
+@pytest.fixture
+def package_with_library(tmp_path, monkeypatch, c_kernel):
+    """An importable package `tp_shipped` (not imported) holding lib/libadd_one.so."""
+    package = tmp_path / "tp_shipped"
+    (package / "lib").mkdir(parents=True)
+    (package / "__init__.py").write_text("raise RuntimeError('load_module_from_package must not import me')\n")
+    shutil.copy(c_kernel.path, package / "lib" / "libadd_one.so")
+    (tmp_path / "tp_plain_module.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return package
+
+
+def test_load_module_from_package_finds_the_file_without_importing(package_with_library):
+    import tensorplug
+
+    m = tensorplug.load_module_from_package("tp_shipped", "lib/libadd_one.so")
+    assert m.path == str(package_with_library / "lib" / "libadd_one.so")
+    assert m.functions == ("add_one",)
+    assert "tp_shipped" not in sys.modules
+
+
+@pytest.mark.parametrize("package, filename, error, message", [
+    ("tp_not_installed", "libx.so", ModuleNotFoundError,
+     "load_module_from_package(): no installed package named 'tp_not_installed'"),
+    ("tp_plain_module", "libx.so", ValueError,
+     "load_module_from_package() argument 'package': 'tp_plain_module' is a module, not a package"),
+    ("tp_shipped", "libmissing.so", FileNotFoundError, "has no file 'libmissing.so'"),
+    ("tp_shipped", "../tp_plain_module.py", ValueError,
+     "load_module_from_package() argument 'filename': expected a path inside the package, got '../tp_plain_module.py'"),
+    ("tp_shipped", "/etc/passwd", ValueError,
+     "load_module_from_package() argument 'filename': expected a path inside the package, got '/etc/passwd'"),
+    ("tp_shipped", 3, TypeError,
+     "load_module_from_package() argument 'filename': expected a file name (str), got 3"),
+    (None, "libx.so", TypeError,
+     "load_module_from_package() argument 'package': expected a package name (str), got None"),
+    ("tp_shipped", "__init__.py", ValueError, "is not a loadable shared library: not a 64-bit ELF shared library"),
+])
+def test_load_module_from_package_errors(package_with_library, package, filename, error, message):
+    import tensorplug
+
+    with pytest.raises(error) as info:
+        tensorplug.load_module_from_package(package, filename)
+    assert message in str(info.value)
+    assert "tp_shipped" not in sys.modules

@@ -51,7 +51,8 @@ def load_module(path, *, release_gil: bool = True) -> Module:
     """Load the kernel library at ``path``.
 
     Raises FileNotFoundError for a missing path and ValueError for a file that is not a
-    shared library or exports no ``__tensorplug_<name>`` function. ``release_gil`` (default
+    shared library, was built for another tensorplug ABI (docs/shipping.md, "The ABI
+    rule"), or exports no ``__tensorplug_<name>`` function (see :func:`load_library`). ``release_gil`` (default
     True, as apache-tvm-ffi does) releases the GIL around each call."""
     return Module(path, release_gil=release_gil)
 
