@@ -44,9 +44,11 @@ def cmd_config(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from ._demo import run_demo
+    from ._demo import HEADER, run_demo
 
-    return run_demo()
+    rows, ok = run_demo()
+    print(_table(rows, HEADER))
+    return 0 if ok else 1
 
 
 def cmd_bench(args) -> int:

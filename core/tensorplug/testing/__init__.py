@@ -10,7 +10,9 @@ pytest loads this module through tensorplug's ``pytest11`` entry point. It adds
   of them selected) and ``tensorplug_kernels`` (the kit's kernel library, compiled once
   per session);
 - the hook ``pytest_tensorplug_framework(name)`` (:mod:`tensorplug.testing.hooks`), through
-  which a conftest plugs in the Framework of an adapter whose tensors the kit cannot make;
+  which a pytest plugin or conftest plugs in the :class:`Framework` of an adapter (the
+  first-party ones do, from ``tensorplug_adapters.testing``); an adapter with none is
+  tested through the generic :class:`AdapterFramework`;
 - the capability report at the end of the run.
 
 The checks are in :mod:`tensorplug.testing.conformance`; run them with
@@ -31,13 +33,13 @@ from pathlib import Path
 
 import pytest
 
-from .._frameworks import (DTYPES, AdapterFramework, DLPackArray, Framework, Unsupported, contiguous_strides,
-                           get_framework, make_tensor, numpy_view, sample)
+from .framework import (DTYPES, AdapterFramework, Framework, NumpyBackedFramework, TensorplugFramework, Unsupported,
+                        contiguous_strides, make_tensor, numpy_view, sample)
 from .report import CAPABILITIES, CapabilityReport
 
-__all__ = ["CAPABILITIES", "DTYPES", "KERNELS_SOURCE", "AdapterFramework", "DLPackArray", "Framework", "Unsupported",
-           "all_adapters", "capability", "contiguous_strides", "get_framework", "make_tensor", "numpy_view",
-           "run_isolated", "sample"]
+__all__ = ["CAPABILITIES", "DTYPES", "KERNELS_SOURCE", "AdapterFramework", "Framework", "NumpyBackedFramework",
+           "TensorplugFramework", "Unsupported", "all_adapters", "capability", "contiguous_strides", "make_tensor",
+           "numpy_view", "run_isolated", "sample"]
 
 KERNELS_SOURCE = Path(__file__).with_name("kernels.cc")
 
@@ -83,7 +85,16 @@ def pytest_configure(config):
 
 @pytest.hookimpl(trylast=True)
 def pytest_tensorplug_framework(name):
-    return get_framework(name)
+    """The kit's own answer, asked last: ``tensorplug.Tensor`` for ``"tensorplug"``, else
+    the generic :class:`AdapterFramework` of any loaded adapter of that name."""
+    if name == "tensorplug":
+        return TensorplugFramework()
+    import tensorplug
+
+    for record in tensorplug.adapters():
+        if record.name == name and record.error is None:
+            return AdapterFramework(record)
+    return None
 
 
 def _selected(config) -> list[str]:
