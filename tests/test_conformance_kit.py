@@ -85,7 +85,7 @@ FRAMEWORKS = {"box": Box, "wrong-strides": StridesBox, "wrong-output": OutputBox
 
 def pytest_configure(config):
     for adapter in ADAPTERS:
-        tensorplug.register_adapter(adapter, name=adapter.name)
+        tensorplug.register_adapter(adapter)
 
 
 def pytest_tensorplug_framework(name):
