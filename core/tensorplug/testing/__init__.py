@@ -77,10 +77,13 @@ def pytest_addoption(parser):
                          "separated; default: every discovered adapter and 'tensorplug')")
 
 
+@pytest.hookimpl(trylast=True)  # after conftests' pytest_configure, which may register adapters
 def pytest_configure(config):
     config.addinivalue_line("markers", "tensorplug_capability(name): the adapter capability a test checks")
     config.stash[_frameworks_key] = {}
     config.pluginmanager.register(CapabilityReport(), "tensorplug-capability-report")
+    if config.getoption("tensorplug_adapter"):
+        _selected(config)  # a misspelled name is one usage error, before any collection
 
 
 @pytest.hookimpl(trylast=True)
@@ -100,7 +103,13 @@ def pytest_tensorplug_framework(name):
 def _selected(config) -> list[str]:
     if _selected_key not in config.stash:
         names = [n.strip() for option in config.getoption("tensorplug_adapter") for n in option.split(",")]
-        config.stash[_selected_key] = list(dict.fromkeys(n for n in names if n)) or all_adapters()
+        names = list(dict.fromkeys(n for n in names if n))
+        known = all_adapters()
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise pytest.UsageError(f"--tensorplug-adapter: no adapter named {', '.join(map(repr, unknown))} "
+                                    f"(adapters: {', '.join(known)})")
+        config.stash[_selected_key] = names or known
     return config.stash[_selected_key]
 
 
