@@ -142,12 +142,13 @@ class Framework:
 class NumpyBackedFramework(Framework):
     """A CPU framework whose tensors the kit builds around numpy memory (the kit needs
     numpy): a subclass implements :meth:`wrap`, turning a numpy array into a tensor that
-    shares its memory; tensors are read back through their ``__dlpack__``."""
+    shares its memory; tensors are read back through their ``__dlpack__``. ``module``, the
+    framework's import name, is checked besides numpy."""
 
     module = "numpy"
 
     def missing(self):
-        return "numpy not installed" if not is_installed("numpy") else None
+        return "numpy not installed" if not is_installed("numpy") else super().missing()
 
     def wrap(self, array):
         """A tensor of the framework sharing the memory of the numpy ``array``."""
