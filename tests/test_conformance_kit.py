@@ -215,3 +215,11 @@ def test_plugin_registers_hook_option_and_fixtures(pytester):
     result = pytester.runpytest_subprocess("--tensorplug-adapter=numpy", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     result.stdout.no_fnmatch_line("*capability report*")  # no report without capability tests
+
+
+def test_pytest_runs_with_the_kit_disabled(pytester):
+    # The first-party Framework plugins implement the kit's hook; without the kit pytest
+    # still runs (their hookimpls are optional).
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    result = pytester.runpytest_subprocess("-p", "no:tensorplug", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)

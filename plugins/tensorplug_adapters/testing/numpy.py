@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
+
 from tensorplug.testing.framework import Framework, is_installed, numpy_view
 
 
@@ -56,5 +58,6 @@ def _tracemalloc_counter():
             tracemalloc.stop()
 
 
+@pytest.hookimpl(optionalhook=True)  # the kit's hook: absent under -p no:tensorplug
 def pytest_tensorplug_framework(name):
     return NumpyFramework() if name == "numpy" else None

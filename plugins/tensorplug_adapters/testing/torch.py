@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
+
 from tensorplug.testing.framework import Framework, Unsupported
 
 
@@ -76,5 +78,6 @@ class TorchFramework(Framework):
         return using() if device.startswith("cuda") else None
 
 
+@pytest.hookimpl(optionalhook=True)  # the kit's hook: absent under -p no:tensorplug
 def pytest_tensorplug_framework(name):
     return TorchFramework() if name == "torch" else None
