@@ -199,3 +199,40 @@ def test_sphinx_builds_with_warnings_as_errors(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"sphinx-build -W failed:\n{result.stderr}{result.stdout}"
     assert (tmp_path / "html" / "api.html").is_file()
+
+
+# ------------------------------------------------ claims of docs/decisions.md ----
+_JAX_SHARDED = r'''
+import os
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from tensorplug import cpp
+mod = cpp.load_inline("docs_jax_sharded", "int64_t f(tensorplug::TensorView x) { return x.numel(); }",
+                      functions=["f"])
+x = jnp.arange(8.0)
+two = Mesh(np.array(jax.devices()[:2]), ("d",))
+one = Mesh(np.array(jax.devices()[:1]), ("d",))
+for sharding in (NamedSharding(two, P("d")), NamedSharding(two, P()), NamedSharding(one, P())):
+    array = jax.device_put(x, sharding)
+    try:
+        mod.f(array)
+        print("accepted")
+    except Exception as exc:
+        print(type(exc).__name__, "|", exc)
+    assert mod.f(jax.device_put(array, jax.devices()[0])) == 8
+'''
+
+
+def test_decisions_jax_arrays_on_several_devices_are_refused_as_documented():
+    pytest.importorskip("jax", reason="jax not installed")
+    result = subprocess.run([sys.executable, "-c", _JAX_SHARDED], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    several = ("JaxRuntimeError | f() argument 1 'x': INVALID_ARGUMENT: UnsafeBufferPointer() is supported only "
+               "for unsharded arrays.")
+    assert lines[:2] == [several, several]
+    assert lines[2] == ("BufferError | f() argument 1 'x': a jax array sharded over several devices cannot be passed "
+                        "to a kernel; move it to one device with jax.device_put")
+    text = (DOCS / "decisions.md").read_text()
+    assert "UnsafeBufferPointer() is supported only for unsharded arrays." in text.replace("\n", " ")
