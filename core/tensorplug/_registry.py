@@ -42,7 +42,12 @@ class AdapterInfo:
 
 @dataclass(frozen=True)
 class AdapterRecord:
-    """One row of :func:`tensorplug.adapters`."""
+    """One row of :func:`tensorplug.adapters`: the adapter's ``name``, the distribution
+    (and its version) that registered it through the ``tensorplug.adapters`` entry point
+    (None for :func:`tensorplug.register_adapter`), its framework (whether installed, and
+    its version), the ``tensor_types``, ``capabilities`` and ``fast_path`` of its
+    :class:`AdapterInfo`, and ``error``: why the plugin failed to load (then the other
+    fields are empty)."""
 
     name: str
     distribution: str | None
@@ -243,12 +248,15 @@ registry = _Registry()
 def register_adapter(plugin, name: str | None = None) -> str:
     """Register an in-process adapter plugin (an object or module with hookimpls).
 
-    It takes precedence over every adapter registered before it. Returns its name."""
+    It takes precedence over every adapter registered before it, and the core forgets
+    every type it resolved before. Returns its name (pluggy's, when ``name`` is None);
+    ValueError when it is already registered."""
     return registry.register(plugin, name)
 
 
 def unregister_adapter(plugin) -> None:
-    """Unregister an adapter plugin (the object, or its name)."""
+    """Unregister an adapter plugin (the object, or its name); ValueError when it is not
+    registered."""
     registry.unregister(plugin)
 
 
