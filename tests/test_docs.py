@@ -4,7 +4,7 @@ explicitly only shown, and the Sphinx site builds with warnings as errors.
 The rule for code blocks, by fence language (``LANGUAGES``):
 
 - ``python``: run; the blocks of one page run in order in one namespace.
-- ``cpp`` / ``c``: compiled as a translation unit against the tensorplug headers.
+- ``cpp`` / ``c``: built into a kernel library (warnings as errors) and loaded.
 - ``sh``, ``text``, ``toml``, ``cmake``: shown only (commands that install packages or run
   for minutes, program output, file layouts, configuration excerpts).
 
@@ -150,22 +150,25 @@ def test_python_blocks_run(page):
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[_page_id(p) for p in PAGES])
-def test_cpp_and_c_blocks_compile(page, tmp_path):
+def test_cpp_and_c_blocks_build_into_kernel_libraries(page, tmp_path):
     blocks = [b for b in code_blocks(page.read_text(), page.name) if b.action == "compile"]
     if not blocks:
         pytest.skip(f"{page.name} has no C or C++ block")
+    import tensorplug
     from tensorplug import cpp
 
     for block in blocks:
-        compiler = shutil.which("c++" if block.language == "cpp" else "cc")
-        if compiler is None:
-            pytest.skip(f"no {'C++' if block.language == 'cpp' else 'C'} compiler on PATH")
-        suffix, std = (".cc", "-std=c++17") if block.language == "cpp" else (".c", "-std=c11")
-        source = tmp_path / f"block{block.line}{suffix}"
+        compiler = "c++" if block.language == "cpp" else "cc"
+        if shutil.which(compiler) is None:
+            pytest.skip(f"no {'C++' if block.language == 'cpp' else 'C'} compiler on PATH ({compiler})")
+        source = tmp_path / f"block{block.line}{'.cc' if block.language == 'cpp' else '.c'}"
         source.write_text(block.code)
-        result = subprocess.run([compiler, std, "-fsyntax-only", "-Wall", "-Werror", "-I", cpp.include_dir(),
-                                 str(source)], capture_output=True, text=True)
-        assert result.returncode == 0, f"{block.label} does not compile:\n{result.stderr}"
+        try:
+            path = cpp.build(f"docs_block{block.line}", [source], extra_cflags=("-Wall", "-Wextra", "-Werror"),
+                             build_directory=tmp_path / f"build{block.line}")
+        except cpp.BuildError as exc:
+            pytest.fail(f"{block.label} does not build:\n{exc}")
+        assert tensorplug.load_module(path).functions, f"{block.label} exports no function"
 
 
 # ------------------------------------------------------- the C/C++ reference ----
