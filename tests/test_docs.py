@@ -248,3 +248,17 @@ def test_decisions_jax_arrays_on_several_devices_are_refused_as_documented():
                         "to a kernel; move it to one device with jax.device_put")
     text = (DOCS / "decisions.md").read_text()
     assert "UnsafeBufferPointer() is supported only for unsharded arrays." in text.replace("\n", " ")
+
+
+# --------------------------------------------------------- paths the pages name ----
+_REPO_PATH = re.compile(r"`((?:\.\./|/)?(?:[\w.-]+/)*(?:csrc|core|plugins|docs|examples|benchmarks|tests|cmake|shared)/"
+                        r"[^`\s]*)`")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[_page_id(p) for p in PAGES])
+def test_named_repository_paths_exist_inside_the_repository(page):
+    named = [m.group(1) for m in _REPO_PATH.finditer(page.read_text())]
+    outside = [p for p in named if p.startswith(("../", "/")) or "/../" in p or p.startswith("shared/")]
+    assert not outside, f"{page.name} points outside the repository: {outside}"
+    missing = [p for p in named if not (ROOT / p).exists()]
+    assert not missing, f"{page.name} names paths that do not exist: {missing}"
