@@ -2,7 +2,7 @@
 from the docstrings of the installed package (autodoc). Build as CI does, warnings as
 errors:
 
-    pip install -e ".[docs]" && sphinx-build -W -b html docs docs/_build
+    pip install -e ".[docs]" && sphinx-build -W -E -b html docs docs/_build
 """
 
 import tensorplug
