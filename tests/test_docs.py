@@ -1,5 +1,6 @@
-"""The docs are true: every code block of docs/ and the README runs, compiles, or is
-explicitly only shown, and the Sphinx site builds with warnings as errors.
+"""The docs are true: every code block of docs/ and the README runs, builds, or is
+explicitly only shown; the C/C++ references name every public C function and macro; the
+paths the pages name exist; and the Sphinx site builds with warnings as errors.
 
 The rule for code blocks, by fence language (``LANGUAGES``):
 
@@ -12,7 +13,8 @@ A ``python``, ``cpp`` or ``c`` block that must not run says so on the line befor
 fence, as the MyST comment ``% not run: <reason>``. Blocks are found with MyST's own
 parser, the one Sphinx renders with, so fences nested in lists and ``{code-block}``
 directives count like any other. An indented code block, a fence without a language or
-with one not in ``LANGUAGES`` fails the test: no block escapes by its format.
+with one not in ``LANGUAGES`` fails the test: no block escapes by its format. (Examples
+inside docstrings, shown on the API reference page, are the docstrings' own.)
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ DOCS = ROOT / "docs"
 PAGES = sorted([*DOCS.glob("*.md"), ROOT / "README.md"])
 HEADERS = ROOT / "csrc" / "include" / "tensorplug"
 FRAMEWORKS = ("numpy", "torch", "jax", "paddle", "cupy")
-LANGUAGES = {"python": "run", "cpp": "compile", "c": "compile", "sh": "shown", "text": "shown", "toml": "shown",
+LANGUAGES = {"python": "run", "cpp": "build", "c": "build", "sh": "shown", "text": "shown", "toml": "shown",
              "cmake": "shown"}
 CODE_DIRECTIVES = ("{code-block}", "{code}", "{sourcecode}")
 NOT_RUN = re.compile(r"^\s*not run: \S")
@@ -43,7 +45,7 @@ class Block:
     line: int  # 1-based line of the opening fence
     language: str
     code: str
-    action: str  # "run", "compile", "shown" or "not run"
+    action: str  # "run", "build", "shown" or "not run"
 
     @property
     def label(self) -> str:
@@ -142,7 +144,7 @@ def test_every_block_follows_the_rule(page):
 
 
 RUN_PAGES = _pages_with(("run",))
-BUILD_PAGES = _pages_with(("compile",))
+BUILD_PAGES = _pages_with(("build",))
 
 
 @pytest.mark.parametrize("page", RUN_PAGES, ids=[_page_id(p) for p in RUN_PAGES])
@@ -162,7 +164,7 @@ def test_python_blocks_run(page):
 
 @pytest.mark.parametrize("page", BUILD_PAGES, ids=[_page_id(p) for p in BUILD_PAGES])
 def test_cpp_and_c_blocks_build_into_kernel_libraries(page, tmp_path):
-    blocks = [b for b in code_blocks(page.read_text(), page.name) if b.action == "compile"]
+    blocks = [b for b in code_blocks(page.read_text(), page.name) if b.action == "build"]
     import tensorplug
     from tensorplug import cpp
 
