@@ -27,7 +27,7 @@ from overhead_measure import (ALLOC_OVERHEAD_FRAMEWORKS, ALLOC_OVERHEAD_TARGET_N
 
 
 def evaluate_targets(rows: list[dict], imports: dict) -> list[dict]:
-    """The performance issue's targets, each with met True/False (None: not measured)."""
+    """The targets (benchmarks/README.md), each with met True/False (None: not measured)."""
     targets = []
     for fw, limit in RATIO_TARGETS.items():
         fw_rows = [r for r in rows if r["framework"] == fw]

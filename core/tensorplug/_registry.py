@@ -41,7 +41,12 @@ class AdapterInfo:
 
 @dataclass(frozen=True)
 class AdapterRecord:
-    """One row of :func:`tensorplug.adapters`."""
+    """One row of :func:`tensorplug.adapters`: the adapter's ``name``, the distribution
+    (and its version) that registered it through the ``tensorplug.adapters`` entry point
+    (None for :func:`tensorplug.register_adapter`), its framework (whether installed, and
+    its version), the ``tensor_types``, ``capabilities`` and ``fast_path`` of its
+    :class:`AdapterInfo`, and ``error``: why the plugin failed to load (then the other
+    fields are empty)."""
 
     name: str
     distribution: str | None
@@ -274,7 +279,8 @@ def register_adapter(plugin) -> str:
 
     The adapter is named by the ``name`` of the :class:`AdapterInfo` its
     ``tensorplug_adapter_info`` hook returns (a ValueError when that name is taken). It
-    takes precedence over every adapter registered before it. Returns its name."""
+    takes precedence over every adapter registered before it, and the core forgets
+    every type it resolved before. Returns its name."""
     return registry.register(plugin)
 
 
@@ -285,7 +291,8 @@ def output_table(framework: str) -> ExchangeTable:
 
 
 def unregister_adapter(plugin) -> None:
-    """Unregister an adapter plugin (the object, or its name)."""
+    """Unregister an adapter plugin (the object, or its name); ValueError when it is not
+    registered."""
     registry.unregister(plugin)
 
 
