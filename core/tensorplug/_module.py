@@ -13,7 +13,9 @@ class Module(types.ModuleType):
     items (``m["scale"]``); ``m.functions`` lists them; ``"scale" in m`` tests for one.
 
     A Module is a module object: attribute lookups take the interpreter's fast path for
-    module attributes, which matters when a function is looked up on every call.
+    module attributes, which matters when a function is looked up on every call. A missing
+    name raises AttributeError (KeyError for ``m[name]``) listing what the library exports.
+    ``m.path`` is the library's path; made by :func:`load_module`.
     """
 
     def __init__(self, path, *, release_gil: bool = True, _load_flags: int = 0):

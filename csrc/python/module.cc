@@ -12,8 +12,8 @@ bool InitFunctionType(PyObject* module);
 void SetResolver(PyObject* resolver);
 void ClearAdapterCache();
 void SetSignatureBuilder(PyObject* builder);
-PyObject* MakePythonTable(PyObject*, PyObject*, PyObject*, PyObject*, const char*);
-PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, const char* read_only, bool python,
+PyObject* MakePythonTable(PyObject*, PyObject*, PyObject*, PyObject*, PyObject* importer);
+PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, PyObject* read_only, bool python,
                            PyObject* complex_check, bool negative_strides);
 PyObject* PushStream(int32_t device_type, int32_t device_id, void* handle);
 PyObject* PopStream();
@@ -137,19 +137,19 @@ PyObject* ClearCachePy(PyObject*, PyObject*) {
 
 PyObject* MakePythonTablePy(PyObject*, PyObject* args) {
   PyObject *to_dlpack, *from_dlpack, *current_stream, *allocate;
-  const char* c_import = nullptr;
-  if (!PyArg_ParseTuple(args, "OOOO|z", &to_dlpack, &from_dlpack, &current_stream, &allocate, &c_import)) {
+  PyObject* importer = Py_None;
+  if (!PyArg_ParseTuple(args, "OOOO|O", &to_dlpack, &from_dlpack, &current_stream, &allocate, &importer)) {
     return nullptr;
   }
-  return MakePythonTable(to_dlpack, from_dlpack, current_stream, allocate, c_import);
+  return MakePythonTable(to_dlpack, from_dlpack, current_stream, allocate, importer);
 }
 
 PyObject* MakeAdapterTablePy(PyObject*, PyObject* args) {
   PyObject *capsule, *name;
-  const char* read_only;
+  PyObject* read_only;
   int python = 0, negative_strides = 1;
   PyObject* complex_check = Py_None;
-  if (!PyArg_ParseTuple(args, "OUs|pOp", &capsule, &name, &read_only, &python, &complex_check, &negative_strides)) {
+  if (!PyArg_ParseTuple(args, "OUO|pOp", &capsule, &name, &read_only, &python, &complex_check, &negative_strides)) {
     return nullptr;
   }
   return MakeAdapterTable(capsule, name, read_only, python != 0, complex_check, negative_strides != 0);
@@ -159,6 +159,19 @@ PyObject* NumpyExchangeAPIPy(PyObject*, PyObject*) {
   const DLPackExchangeAPI* api = NumpyExchangeAPI();
   if (!api) return nullptr;
   return PyCapsule_New(const_cast<DLPackExchangeAPI*>(api), "dlpack_exchange_api", nullptr);
+}
+
+// C functions compiled into the core for the first-party numpy and jax adapters, handed
+// out as the capsules any adapter can supply (tensorplug.exchange).
+const ReadOnlyProbe kNumpyReadOnlyProbe{NumpyIsReadOnly};
+const Importer kJaxImporter{JaxManaged, JaxView};
+
+PyObject* NumpyReadOnlyProbePy(PyObject*, PyObject*) {
+  return PyCapsule_New(const_cast<ReadOnlyProbe*>(&kNumpyReadOnlyProbe), "tensorplug.read_only_probe", nullptr);
+}
+
+PyObject* JaxImporterPy(PyObject*, PyObject*) {
+  return PyCapsule_New(const_cast<Importer*>(&kJaxImporter), "tensorplug.importer", nullptr);
 }
 
 PyObject* PushStreamPy(PyObject*, PyObject* args) {
@@ -301,10 +314,12 @@ PyMethodDef kMethods[] = {
     {"set_resolver", SetResolverPy, METH_O, "set_resolver(fn): fn(type) -> adapter table capsule | None"},
     {"clear_adapter_cache", ClearCachePy, METH_NOARGS, "forget every per-type adapter"},
     {"make_python_table", MakePythonTablePy, METH_VARARGS,
-     "make_python_table(to_dlpack, from_dlpack, current_stream, allocate, c_import=None) -> exchange API capsule"},
+     "make_python_table(to_dlpack, from_dlpack, current_stream, allocate, importer=None) -> exchange API capsule"},
     {"make_adapter_table", MakeAdapterTablePy, METH_VARARGS,
-     "make_adapter_table(capsule, name, read_only, python=False, complex_check=None, negative_strides=True) -> adapter table capsule"},
+     "make_adapter_table(capsule, name, read_only: bool | probe capsule, python=False, complex_check=None, negative_strides=True) -> adapter table capsule"},
     {"numpy_exchange_api", NumpyExchangeAPIPy, METH_NOARGS, "the core's numpy exchange API capsule"},
+    {"numpy_read_only_probe", NumpyReadOnlyProbePy, METH_NOARGS, "the numpy WRITEABLE-flag read-only probe capsule"},
+    {"jax_importer", JaxImporterPy, METH_NOARGS, "the C importer capsule for jax arrays"},
     {"push_stream", PushStreamPy, METH_VARARGS, "push_stream(device_type, device_id, handle)"},
     {"pop_stream", PopStreamPy, METH_NOARGS, "leave the innermost stream context"},
     {"get_stream", GetStreamPy, METH_VARARGS, "get_stream(device_type, device_id) -> int | None"},
