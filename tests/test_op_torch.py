@@ -6,7 +6,6 @@ Inductor compiles C++ with the system compiler (slow here): one inductor test co
 one function that calls every kind of op.
 """
 
-import re
 import subprocess
 import sys
 import textwrap
@@ -202,14 +201,14 @@ def test_missing_rule_is_refused_naming_the_op_and_what_to_declare(ops):
 def test_shape_rule_errors_stop_the_trace_naming_the_op(ops):
     bad = tensorplug.op("tptest::scale_bad_rule", ops.module.scale, returns=lambda x, alpha, bias: (x.shape, x.dtype))
     x = _x(3)
-    message = (r"tptest::scale_bad_rule: output rule: shape function '<lambda>' returned \(torch.Size\(\[3\]\), "
-               r"'float32'\): expected a tensorplug.TensorSpec")
+    message = ("tptest::scale_bad_rule: output rule: shape function '<lambda>' returned ((3,), 'float32'): "
+               "expected a tensorplug.TensorSpec")
     for fullgraph in (True, False):  # an error, never a silent graph break
         torch._dynamo.reset()
         compiled = torch.compile(lambda x: bad(x, 1.0, None) + 1, backend="aot_eager", fullgraph=fullgraph)
         with pytest.raises(torch._dynamo.exc.TorchRuntimeError) as info:
             compiled(x)
-        assert re.search(message, str(info.value).replace("\\'", "'"))
+        assert message in str(info.value).replace("\\'", "'")
 
 
 def test_op_declared_before_torch_is_imported_works_in_compiled_code_first():
