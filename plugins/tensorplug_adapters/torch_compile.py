@@ -31,6 +31,7 @@ _SCHEMA_TYPES = {"view": "Tensor", "tensor": "Tensor", "mview": "Tensor", "int":
 _lock = threading.RLock()
 _pending: list = []           # ops declared before torch was imported
 _overloads: dict[str, object] = {}  # op name -> torch.ops.<ns>.<name>.default
+_libraries: dict[str, object] = {}  # namespace -> torch.library.Library (kept: dropping one removes its ops)
 
 
 def schema(op) -> str:
@@ -81,18 +82,25 @@ def _register_pending(torch) -> None:
 def _register(torch, op) -> None:
     if op.name in _overloads:
         return
-    kernel = _kernel(op)
-    custom = torch.library.custom_op(op.name, kernel, mutates_args=op.written, schema=schema(op))
-    if op.n_outputs:
-        custom.register_fake(_fake(torch, op))
-    else:
-        # A destination-passing kernel returns nothing: its fake does nothing either.
-        custom.register_fake(lambda *args: None)
+    # torch.library's low-level API: torch.library.custom_op wraps each call in Python
+    # checks (about 50 us per eager call against about 10 us, docs/decisions.md).
+    lib = _libraries.get(op.namespace)
+    if lib is None:
+        lib = _libraries[op.namespace] = torch.library.Library(op.namespace, "FRAGMENT")
+    lib.define(f"{op.opname}{schema(op)}")
+    lib.impl(op.opname, _kernel(op), "CompositeExplicitAutograd")
+    fake = _fake(torch, op) if op.n_outputs else _no_outputs
+    torch.library.register_fake(op.name, fake, lib=lib)
     _overloads[op.name] = getattr(getattr(torch.ops, op.namespace), op.opname).default
     # Every type a traced call can show for a torch argument, resolved now.
     for arg_type in (torch.Tensor, torch.nn.Parameter, torch.SymInt, torch.SymFloat, torch.SymBool,
                      torch.device, torch.dtype):
         op.resolve(arg_type)
+
+
+def _no_outputs(*args):
+    # A destination-passing kernel returns nothing: its fake does nothing either.
+    return None
 
 
 def _kernel(op):
