@@ -367,19 +367,30 @@ void AnnotateError(FunctionObject* f, int index, const Param* param) {
 int CallPythonCallable(void* self, const TPAny* args, int32_t nargs, TPAny* result);
 void DeletePythonCallable(void* self);
 
+// 0: converted; -1: a specific error is set (an index out of range); -2: not a device
+// (an error may be set, the caller replaces it).
 int ToDevice(PyObject* obj, DLDevice* out) {
   if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 2) {  // (device_type, device_id)
     int type = 0, id = 0;
-    if (!PyArg_ParseTuple(obj, "ii", &type, &id)) return -1;
+    if (!PyArg_ParseTuple(obj, "ii", &type, &id)) return PyErr_ExceptionMatches(PyExc_OverflowError) ? -1 : -2;
     *out = {static_cast<DLDeviceType>(type), id};
     return 0;
   }
   PyObject* text = PyObject_Str(obj);  // tensorplug.Device, "cuda:0", torch.device, ...
-  if (!text) return -1;
+  if (!text) return -2;
   const char* s = PyUnicode_AsUTF8(text);
-  bool ok = s && DeviceFromString(s, out);
+  int rc = s && DeviceFromString(s, out) ? 0 : -2;
+  if (rc != 0 && s) {
+    const char* colon = std::strchr(s, ':');
+    size_t digits = colon ? std::strspn(colon + 1, "0123456789") : 0;
+    if (digits > 0 && colon[1 + digits] == '\0') {  // "<type>:<digits>" whose index does not fit
+      PyErr_Format(PyExc_ValueError, "device index %s of '%s' is out of range (at most %d)", colon + 1, s,
+                   int(INT32_MAX));
+      rc = -1;
+    }
+  }
   Py_DECREF(text);
-  return ok ? 0 : -1;
+  return rc;
 }
 
 int ToDType(PyObject* obj, DLDataType* out) {
@@ -431,7 +442,8 @@ bool ConvertArg(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
       return true;
     case Kind::kDevice:
       out.type_index = kTPDevice;
-      if (ToDevice(obj, &out.v_device) != 0) {
+      if (int rc = ToDevice(obj, &out.v_device); rc != 0) {
+        if (rc == -1) return AnnotateError(f, i, param), false;
         PyErr_Clear();
         return ArgError(f, i, param, "a device such as 'cpu', 'cuda:0' or (device_type, device_id)", obj), false;
       }
@@ -470,7 +482,10 @@ bool ConvertArg(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
       }
       if (g_device_class && PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(g_device_class))) {
         out.type_index = kTPDevice;
-        if (ToDevice(obj, &out.v_device) != 0) return AnnotateError(f, i, param), false;
+        if (ToDevice(obj, &out.v_device) != 0) {
+          if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%R is not a device tensorplug knows", obj);
+          return AnnotateError(f, i, param), false;
+        }
         return true;
       }
       break;
