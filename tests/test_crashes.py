@@ -314,3 +314,28 @@ def test_cxx_exception_barrier(crash_lib, kind, expected):
         print("alive")
     """)
     assert lines == [expected, "alive"]
+
+
+# ---------------------------------------------------------------- allocation errors ----
+ALLOC_SOURCE = r"""
+tensorplug::Tensor alloc_like_dtype(tensorplug::TensorView like, int64_t code, int64_t bits, int64_t n) {
+  return tensorplug::Tensor::FromEnvAlloc({n}, DLDataType{uint8_t(code), uint8_t(bits), 1}, tensorplug::kCPU);
+}
+"""
+
+
+def test_allocator_refusing_a_dtype_is_a_type_error():
+    torch = pytest.importorskip("torch")
+    from tensorplug import cpp
+
+    m = cpp.load_inline("alloc_dtype_errors", ALLOC_SOURCE, functions=["alloc_like_dtype"])
+    # torch has no float8_e4m3b11fnuz (DLPack code 9); it reports that as out-of-memory.
+    with pytest.raises(TypeError, match=r"^cannot allocate a float8_e4m3b11fnuz tensor on cpu:0: the allocator "
+                                        r"refuses this dtype or device \(even for an empty tensor\): "
+                                        r"Unsupported code 9$"):
+        m.alloc_like_dtype(torch.zeros(1), 9, 8, 4)
+    # Real out-of-memory stays MemoryError, naming the size asked for.
+    with pytest.raises(MemoryError, match=r"^cannot allocate 2305843009213693952 bytes \(shape "
+                                          r"\[576460752303423488\]\) on cpu:0: "):
+        m.alloc_like_dtype(torch.zeros(1), 2, 32, 2**59)
+    assert m.alloc_like_dtype(torch.zeros(1), 2, 32, 3).dtype == torch.float32

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime_internal.h"
+#include "tensorplug/dtype.h"
 
 using tensorplug::runtime::Fail;
 
@@ -206,12 +207,34 @@ int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out) {
     // Whatever the framework said, the caller learns what was asked for and where. Errors
     // about the request itself keep their kind; the rest is out-of-memory from the caller's
     // view (frameworks report that as RuntimeError or worse).
-    const char* kind = "MemoryError";
-    const char* why = "the allocator returned no tensor";
-    TPErrorGet(&kind, &why);
+    const char* kind_ptr = "MemoryError";
+    const char* why_ptr = "the allocator returned no tensor";
+    TPErrorGet(&kind_ptr, &why_ptr);
+    const std::string kind = kind_ptr;  // copies: the probe below records errors
+    // The first line only: frameworks append backtraces (torch: "\nException raised from ...").
+    const std::string why(why_ptr, std::strcspn(why_ptr, "\n"));
     bool request_error = false;
     for (const char* k : {"TypeError", "ValueError", "BufferError", "NotImplementedError", "OverflowError"}) {
-      request_error = request_error || std::strcmp(kind, k) == 0;
+      request_error = request_error || kind == k;
+    }
+    if (!request_error) {
+      // Frameworks report every failure as out-of-memory (torch: "Unsupported code 9" for a
+      // float8 it lacks is a MemoryError). An allocator that cannot make even an empty
+      // tensor of this dtype on this device refuses the dtype/device, not the size.
+      int64_t zeros[TP_MAX_NDIM] = {0};
+      DLTensor empty = *prototype;
+      empty.ndim = prototype->ndim > 0 ? prototype->ndim : 1;
+      empty.shape = zeros;
+      empty.strides = nullptr;
+      DLManagedTensorVersioned* probe = nullptr;
+      if (alloc(&empty, &probe, nullptr, SetErrorToThread) == 0 && probe != nullptr) {
+        if (probe->deleter) probe->deleter(probe);
+      } else {
+        const std::string message = "cannot allocate a " + tensorplug::DataTypeToString(prototype->dtype) +
+                                    " tensor on " + DeviceName(prototype->device) +
+                                    ": the allocator refuses this dtype or device (even for an empty tensor): " + why;
+        return Fail("TypeError", message);
+      }
     }
     const std::string out_kind = request_error ? kind : "MemoryError";
     std::string shape = "[";
