@@ -224,3 +224,11 @@ def test_callback_exception_still_propagates_unchanged(kernels):
     with pytest.raises(Marker) as info:
         kernels.apply(callback, 3)
     assert info.value is original
+
+
+def test_raw_stream_handle_out_of_range():
+    with pytest.raises(ValueError, match=r"^use_raw_stream\(\) argument 'handle': expected a stream address "
+                                         r"\(0 <= handle < 2\*\*64\), got -1$"):
+        tensorplug.use_raw_stream(CUDA0, -1)
+    with pytest.raises(ValueError, match=r"got 18446744073709551616$"):
+        tensorplug.use_raw_stream(CUDA0, 2**64)

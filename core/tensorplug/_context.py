@@ -74,6 +74,9 @@ class use_raw_stream(_OverrideContext):
         if handle is not None and not isinstance(handle, int):
             raise TypeError(f"use_raw_stream() argument 'handle': expected an int or None, got "
                             f"{type(handle).__name__}")
+        if handle is not None and not 0 <= handle < 2**64:
+            raise ValueError(f"use_raw_stream() argument 'handle': expected a stream address "
+                             f"(0 <= handle < 2**64), got {handle}")
         self.handle = handle or None
 
     def _new_state(self, streams, output):

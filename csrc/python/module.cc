@@ -53,7 +53,7 @@ PyObject* LoadLibrary(PyObject*, PyObject* arg) {
     return nullptr;
   }
   PyObject* names = PyList_New(0);
-  if (names) TPModuleListFunctions(module, AppendName, names);
+  if (names) TPModuleListFunctions(module, Guarded<AppendName>, names);
   return Py_BuildValue("(NN)", capsule, names);
 }
 
@@ -115,7 +115,7 @@ PyObject* RemoveGlobalFunc(PyObject*, PyObject* arg) {
 
 PyObject* ListGlobalFuncNames(PyObject*, PyObject*) {
   PyObject* names = PyList_New(0);
-  if (names) TPGlobalFuncListNames(AppendName, names);
+  if (names) TPGlobalFuncListNames(Guarded<AppendName>, names);
   return names;
 }
 
