@@ -1,14 +1,289 @@
-"""Call-overhead benchmark, tensorplug side by side with apache-tvm-ffi.
+"""Call-overhead benchmark, tensorplug side by side with apache-tvm-ffi (README.md).
 
     python benchmarks/bench_overhead.py [--repeat N] [--calls N] [--frameworks numpy,torch] [--json PATH]
 
-The same as `tensorplug bench` (the implementation is tensorplug._bench, so that the
-command works from an installed package); see benchmarks/README.md.
+``tensorplug bench`` runs this script from a source checkout. This file holds the targets,
+the report and the command line; overhead_measure.py does the measuring.
+
+Also reported: ``import tensorplug`` time (fresh interpreters) and the Python-heap and
+C-heap memory a call leaves behind or allocates transiently.
 """
 
-import sys
+from __future__ import annotations
 
-from tensorplug._bench import main
+import argparse
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+from overhead_measure import (ALLOC_OVERHEAD_FRAMEWORKS, ALLOC_OVERHEAD_TARGET_NS, CASES, FRAMEWORKS,
+                              IMPORT_TARGET_MS, RATIO_TARGETS, build_implementations, framework_status,
+                              framework_version, import_time, python_call_floor, run_memory, run_rows)
+
+
+# ---------------------------------------------------------------- targets ----
+
+
+def evaluate_targets(rows: list[dict], imports: dict) -> list[dict]:
+    """The targets (benchmarks/README.md), each with met True/False (None: not measured)."""
+    targets = []
+    for fw, limit in RATIO_TARGETS.items():
+        fw_rows = [r for r in rows if r["framework"] == fw]
+        if not fw_rows:
+            continue
+        ratios = [r["ratio"] for r in fw_rows if r["ratio"] is not None]
+        worst = max(ratios) if ratios else None
+        worst_row = next((r["case"] for r in fw_rows if r["ratio"] == worst), None)
+        targets.append({"target": f"{fw}: every ratio tensorplug/tvm-ffi <= {limit}",
+                        "met": (worst <= limit) if worst is not None else None,
+                        "detail": f"worst {worst:.2f} ({worst_row}), {len(ratios)} rows compared"
+                        if worst is not None else "no row comparable"})
+    alloc = [r for r in rows if r["kernel"] == "alloc_like"]
+    if alloc:
+        failing = [r["framework"] for r in alloc if r.get("tensorplug_ns") is None]
+        targets.append({"target": "the allocating kernel works for every framework", "met": not failing,
+                        "detail": "fails for " + ", ".join(failing) if failing
+                        else f"works for {', '.join(r['framework'] for r in alloc)}"})
+    for r in alloc:
+        if r["framework"] not in ALLOC_OVERHEAD_FRAMEWORKS:
+            continue
+        over = r.get("tensorplug_over_empty_like_ns")
+        targets.append({"target": f"{r['framework']}: alloc_like overhead over empty_like <= "
+                                  f"{ALLOC_OVERHEAD_TARGET_NS:.0f} ns",
+                        "met": over <= ALLOC_OVERHEAD_TARGET_NS if over is not None else None,
+                        "detail": f"{over:.0f} ns" if over is not None else "not measured"})
+    tp_import = imports.get("tensorplug")
+    if tp_import and tp_import.get("available"):
+        targets.append({"target": f"import tensorplug < {IMPORT_TARGET_MS:.0f} ms",
+                        "met": tp_import["best_ms"] < IMPORT_TARGET_MS,
+                        "detail": f"{tp_import['best_ms']:.1f} ms"})
+        targets.append({"target": "import tensorplug imports no framework",
+                        "met": not tp_import["frameworks_imported"],
+                        "detail": ", ".join(tp_import["frameworks_imported"]) or "none imported"})
+    return targets
+
+
+# ----------------------------------------------------------------- report ----
+
+COLUMNS = [
+    ("case", "case"), ("framework", "framework"),
+    ("tensorplug", "tensorplug_ns"), ("tvm-ffi", "tvm_ffi_ns"), ("ratio", "ratio"),
+    ("tensorplug held", "tensorplug_gil_held_ns"), ("tvm-ffi held", "tvm_ffi_gil_held_ns"),
+    ("ratio held", "ratio_gil_held"),
+    ("empty_like", "empty_like_ns"), ("tp - empty_like", "tensorplug_over_empty_like_ns"),
+]  # the JSON also has tvm_ffi_over_empty_like_ns
+
+
+def _cell(row: dict, key: str) -> str:
+    value = row.get(key)
+    if key in ("case", "framework"):
+        return str(value)
+    if value is not None:
+        return f"{value:.2f}" if key.startswith("ratio") else f"{value:.0f}"
+    reason = row.get(key[:-3] + "_reason")
+    if reason is None:  # not applicable to this row, or derived from a missing number
+        return "-"
+    if key == "tvm_ffi_ns":
+        return f"n/a: {reason}"
+    if key.startswith("tensorplug"):
+        return f"error: {reason}"
+    return "n/a"
+
+
+def format_table(rows: list[dict]) -> str:
+    header = [title for title, _ in COLUMNS]
+    body = [[_cell(r, key) for _, key in COLUMNS] for r in rows]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+
+    def line(cells):
+        return "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, body)])
+
+
+def format_report(result: dict) -> str:
+    s = result["settings"]
+    out = [f"tensorplug bench: ns per call, best of {s['repeat']} runs of {s['calls']} calls "
+           f"after {s['warmup']} warm-up calls, variants interleaved",
+           f"tensorplug {result['versions']['tensorplug']}, apache-tvm-ffi "
+           f"{result['versions']['tvm_ffi'] or 'n/a (' + result['tvm_ffi_reason'] + ')'}, "
+           + ", ".join(f"{k} {v}" for k, v in result["versions"].items()
+                       if k not in ("tensorplug", "tvm_ffi") and v),
+           f"{result['machine']['cpu']}, {result['machine']['cpus']} CPUs, {result['machine']['platform']}",
+           "columns: tensorplug / tvm-ffi release the GIL around the kernel (both defaults); "
+           "'held': tensorplug release_gil=False, tvm-ffi Function.release_gil=False; "
+           "ratio = tensorplug / tvm-ffi",
+           "", format_table(result["rows"]), ""]
+    if result.get("python_call_floor_ns") is not None:
+        out.append(f"reference: a Python `def f(): pass` call in the same loop: "
+                   f"{result['python_call_floor_ns']:.0f} ns")
+    skipped = [f"{name} ({info['reason']})" for name, info in result["frameworks"].items() if not info["ok"]]
+    if skipped:
+        out.append("skipped: " + "; ".join(skipped))
+    for r in result["rows"]:  # full messages of case-specific failures
+        for key in ("tensorplug", "tensorplug_gil_held", "tvm_ffi", "empty_like"):
+            if f"{key}_error" in r and (key != "tvm_ffi" or result["versions"]["tvm_ffi"]):
+                out.append(f"{r['case']} / {r['framework']}: {key} failed: {r[f'{key}_error']}")
+    if result["imports"]:
+        out.append("")
+        for name, info in result["imports"].items():
+            if info.get("available"):
+                fws = ", ".join(info["frameworks_imported"]) or "none"
+                out.append(f"import {name}: {info['best_ms']:.1f} ms (best of {len(info['runs_ms'])} fresh "
+                           f"interpreters); frameworks imported: {fws}")
+            else:
+                out.append(f"import {name}: n/a ({info['reason']})")
+    if result["memory"]:
+        out.append("")
+        out.append("memory per call with view arguments (Python heap by tracemalloc, C heap by mallinfo2):")
+        mem_rows = []
+        for m in result["memory"]:
+            if "error" in m:
+                mem_rows.append([m["case"], m["framework"], m["implementation"], "error: " + m["error"], "", ""])
+                continue
+            c_heap = m["c_heap_retained_bytes_per_call"]
+            mem_rows.append([m["case"], m["framework"], m["implementation"],
+                             f"{m['py_retained_bytes_per_call']:.2f}", f"{m['py_transient_peak_bytes']}",
+                             f"{c_heap:.2f}" if c_heap is not None else "n/a"])
+        header = ["case", "framework", "implementation", "py retained B/call", "py transient peak B",
+                  "C heap retained B/call"]
+        widths = [max(len(r[i]) for r in [header, *mem_rows]) for i in range(len(header))]
+        for cells in [header, ["-" * w for w in widths], *mem_rows]:
+            out.append("  ".join(c.ljust(w) if i < 3 else c.rjust(w)
+                                 for i, (c, w) in enumerate(zip(cells, widths))).rstrip())
+    if result["targets"]:
+        out.append("")
+        out.append("targets:")
+        for t in result["targets"]:
+            mark = {True: "met", False: "NOT MET", None: "not measured"}[t["met"]]
+            out.append(f"  [{mark}] {t['target']}: {t['detail']}")
+    return "\n".join(out)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+# -------------------------------------------------------------------- CLI ----
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="tensorplug bench",
+        description="Per-call overhead of tensorplug side by side with apache-tvm-ffi (benchmarks/README.md).")
+    parser.add_argument("--repeat", type=int, default=None, help="runs per measurement, best kept (default 7)")
+    parser.add_argument("--calls", type=int, default=None, help="calls per run (default 20000)")
+    parser.add_argument("--warmup", type=int, default=None, help="warm-up calls per variant (default 2000)")
+    parser.add_argument("--frameworks", default=",".join(fw.name for fw in FRAMEWORKS),
+                        help="comma-separated frameworks (default: %(default)s)")
+    parser.add_argument("--cases", default=",".join(c.name for c in CASES),
+                        help="comma-separated cases (default: %(default)s)")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke-test sizes: 2 runs of 200 calls, one import probe, few memory calls")
+    parser.add_argument("--import-runs", type=int, default=None, help="fresh interpreters per import timing (default 5)")
+    parser.add_argument("--memory-calls", type=int, default=None, help="calls per memory measurement (default 20000)")
+    parser.add_argument("--no-import", action="store_true", help="skip the import timings")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
+    parser.add_argument("--without-tvm-ffi", action="store_true",
+                        help="do not load apache-tvm-ffi (its columns read n/a)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print progress and compiler commands")
+    args = parser.parse_args(argv)
+    defaults = dict(repeat=2, calls=200, warmup=50, import_runs=1, memory_calls=500) if args.quick else \
+        dict(repeat=7, calls=20000, warmup=2000, import_runs=5, memory_calls=20000)
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    for key in ("repeat", "calls", "warmup", "import_runs", "memory_calls"):
+        if getattr(args, key) < 1:
+            parser.error(f"--{key.replace('_', '-')} must be >= 1")
+    known_fw = {fw.name: fw for fw in FRAMEWORKS}
+    args.framework_list = []
+    for name in filter(None, (n.strip() for n in args.frameworks.split(","))):
+        if name not in known_fw:
+            parser.error(f"unknown framework {name!r}; choose from {', '.join(known_fw)}")
+        args.framework_list.append(known_fw[name])
+    known_cases = {c.name: c for c in CASES}
+    args.case_list = []
+    for name in filter(None, (n.strip() for n in args.cases.split(","))):
+        if name not in known_cases:
+            parser.error(f"unknown case {name!r}; choose from {', '.join(known_cases)}")
+        args.case_list.append(known_cases[name])
+    return args
+
+
+def run(args) -> dict:
+    """Run the benchmark described by parsed ``args``; returns the JSON-able result."""
+    import tensorplug
+
+    def progress(message):
+        if args.verbose:
+            print(message, file=sys.stderr, flush=True)
+
+    # Import timings first: fresh interpreters, before this process loads frameworks.
+    imports = {}
+    if not args.no_import:
+        progress("timing imports")
+        imports["tensorplug"] = import_time("tensorplug", args.import_runs)
+        if not args.without_tvm_ffi:
+            imports["tvm_ffi"] = import_time("tvm_ffi", max(1, min(args.import_runs, 3)))
+
+    frameworks, fw_info = [], {}
+    for fw in args.framework_list:
+        ok, reason = framework_status(fw)
+        fw_info[fw.name] = {"ok": ok, "reason": reason, "version": framework_version(fw) if ok else None}
+        if ok:
+            frameworks.append(fw)
+
+    progress("building kernels")
+    impls = build_implementations(args.without_tvm_ffi, verbose=args.verbose)
+    progress("timing calls")
+    floor = python_call_floor(args.calls, args.repeat)
+    rows = run_rows(impls, frameworks, args.case_list, args.calls, args.repeat, args.warmup, progress)
+    memory = [] if args.no_memory else run_memory(impls, frameworks, args.case_list, args.memory_calls)
+
+    versions = {"tensorplug": tensorplug.__version__, "tvm_ffi": impls.tvm_ffi_version,
+                "python": platform.python_version()}
+    versions.update((name, info["version"]) for name, info in fw_info.items() if info["version"]
+                    and name not in ("torch-cuda",))
+    return {
+        "settings": {"repeat": args.repeat, "calls": args.calls, "warmup": args.warmup,
+                     "import_runs": args.import_runs, "memory_calls": args.memory_calls,
+                     "frameworks": [fw.name for fw in args.framework_list],
+                     "cases": [c.name for c in args.case_list]},
+        "versions": versions,
+        "machine": {"cpu": _cpu_model(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "tvm_ffi_reason": impls.tvm_ffi_reason,
+        "frameworks": fw_info,
+        "python_call_floor_ns": floor,
+        "rows": rows,
+        "imports": imports,
+        "memory": memory,
+        "targets": evaluate_targets(rows, imports),
+    }
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--"]:  # `tensorplug bench -- --quick`
+        argv = argv[1:]
+    args = parse_args(argv)
+    result = run(args)
+    print(format_report(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+        print(f"\nwrote {args.json}")
+    failed = [r for r in result["rows"] if any(k.startswith("tensorplug") and k.endswith("_error") for k in r)]
+    return 1 if failed else 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -94,7 +94,7 @@ class Symbolizer:
 
 def inner(args) -> int:
     """Runs under valgrind: set up, then instrument exactly the measured calls."""
-    from tensorplug import _bench as bench
+    import overhead_measure as bench  # next to this file
 
     helper = ctypes.CDLL(args.helper)
     case = next(c for c in bench.CASES if c.name == args.case)

@@ -7,7 +7,6 @@ import textwrap
 import pytest
 
 import tensorplug
-from tensorplug import _core
 
 np = pytest.importorskip("numpy")
 
@@ -19,10 +18,22 @@ class Box:
         self.array = array
 
 
-class CountingAdapter:
+class Named:
+    """An in-process adapter: register_adapter names it by the AdapterInfo it returns."""
+
+    name = "named"
+
+    @tensorplug.hookimpl
+    def tensorplug_adapter_info(self):
+        return tensorplug.AdapterInfo(name=self.name, framework="numpy", tensor_types=("Box",),
+                                      capabilities=("exchange",), fast_path=False)
+
+
+class CountingAdapter(Named):
     """Claims Box through Python callables and counts the hook calls."""
 
     def __init__(self, name="box"):
+        self.name = name
         self.calls = 0
         self.table = tensorplug.ExchangeTable.from_python(
             name, from_dlpack=lambda t: Box(np.from_dlpack(t)), to_dlpack=lambda box: box.array,
@@ -88,7 +99,9 @@ def test_python_adapter_results_and_allocation(kernels, counting):
 def test_later_registration_overrides_a_builtin(kernels):
     seen = []
 
-    class NumpyAsTensor:
+    class NumpyAsTensor(Named):
+        name = "numpy-override"
+
         @tensorplug.hookimpl
         def tensorplug_exchange_table(self, tensor_type):
             if tensor_type is np.ndarray:
@@ -97,7 +110,7 @@ def test_later_registration_overrides_a_builtin(kernels):
             return None
 
     plugin = NumpyAsTensor()
-    tensorplug.register_adapter(plugin, name="numpy-override")
+    assert tensorplug.register_adapter(plugin) == "numpy-override"
     try:
         x = np.ones(3, dtype=np.float32)
         r = kernels.identity(x)
@@ -109,12 +122,24 @@ def test_later_registration_overrides_a_builtin(kernels):
 
 def test_register_errors():
     adapter = CountingAdapter()
-    tensorplug.register_adapter(adapter)
+    assert tensorplug.register_adapter(adapter) == "box"
     try:
-        with pytest.raises(ValueError, match="already registered"):
+        assert "box" in [r.name for r in tensorplug.adapters()]
+        with pytest.raises(ValueError, match="is already registered"):
             tensorplug.register_adapter(adapter)
+        with pytest.raises(ValueError, match="an adapter named 'box' is already registered; unregister it first"):
+            tensorplug.register_adapter(CountingAdapter("box"))
     finally:
-        tensorplug.unregister_adapter(adapter)
+        tensorplug.unregister_adapter("box")
+
+    class Nameless:
+        @tensorplug.hookimpl
+        def tensorplug_exchange_table(self, tensor_type):
+            return None
+
+    with pytest.raises(TypeError, match="has no tensorplug_adapter_info hook: an adapter is named by the "
+                                        "AdapterInfo it returns"):
+        tensorplug.register_adapter(Nameless())
     with pytest.raises(ValueError, match="is not registered"):
         tensorplug.unregister_adapter(adapter)
     with pytest.raises(ValueError, match="no adapter named 'nope'"):
@@ -122,7 +147,7 @@ def test_register_errors():
 
 
 def test_hook_returning_the_wrong_type_is_a_clear_error(kernels):
-    class Wrong:
+    class Wrong(Named):
         @tensorplug.hookimpl
         def tensorplug_exchange_table(self, tensor_type):
             return "not a table" if tensor_type is Box else None
@@ -137,13 +162,89 @@ def test_hook_returning_the_wrong_type_is_a_clear_error(kernels):
 
 
 def test_bad_exchange_table_arguments():
-    with pytest.raises(ValueError, match="read_only: expected one of"):
-        tensorplug.ExchangeTable.from_python("x", from_dlpack=lambda t: t, read_only="sometimes")
+    with pytest.raises(TypeError, match="argument 'read_only': expected True or False, got 'numpy'"):
+        tensorplug.ExchangeTable.from_python("x", from_dlpack=lambda t: t, read_only="numpy")
+    with pytest.raises(TypeError, match="argument 'read_only': expected True, False or a "
+                                        "'tensorplug.read_only_probe' capsule, got 'always'"):
+        tensorplug.ExchangeTable.from_capsule(tensorplug.exchange.numpy_exchange_api(), "x", read_only="always")
+    with pytest.raises(TypeError, match="argument 'read_only': expected True, False or a "
+                                        "'tensorplug.read_only_probe' capsule, got <capsule .*tensorplug.importer"):
+        tensorplug.ExchangeTable.from_capsule(tensorplug.exchange.numpy_exchange_api(), "x",
+                                              read_only=tensorplug.exchange.jax_importer())
+    with pytest.raises(TypeError, match="argument 'importer': expected None or a 'tensorplug.importer' capsule, "
+                                        "got 'jax'"):
+        tensorplug.ExchangeTable.from_python("x", from_dlpack=lambda t: t, importer="jax")
+    with pytest.raises(TypeError, match="argument 'importer': expected None or a 'tensorplug.importer' capsule, "
+                                        "got <capsule .*tensorplug.read_only_probe"):
+        tensorplug.ExchangeTable.from_python("x", from_dlpack=lambda t: t,
+                                             importer=tensorplug.exchange.numpy_read_only_probe())
     with pytest.raises(TypeError, match="from_dlpack must be callable, got int"):
         tensorplug.ExchangeTable.from_python("x", from_dlpack=1)
     with pytest.raises(ValueError, match="PyCapsule_GetPointer called with incorrect name|incorrect name"):
-        tensorplug.ExchangeTable.from_capsule(_core.make_adapter_table(
-            _core.numpy_exchange_api(), "n", "never"), "wrong-capsule")
+        tensorplug.ExchangeTable.from_capsule(tensorplug.exchange.numpy_read_only_probe(), "wrong-capsule")
+
+
+def test_read_only_declarations(kernels):
+    # The probe reads each numpy array's WRITEABLE flag; True marks every tensor read-only.
+    probed = tensorplug.ExchangeTable.from_capsule(tensorplug.exchange.numpy_exchange_api(), "probed",
+                                                   read_only=tensorplug.exchange.numpy_read_only_probe())
+    immutable = tensorplug.ExchangeTable.from_capsule(tensorplug.exchange.numpy_exchange_api(), "immutable",
+                                                      read_only=True)
+    assert probed.read_only is not True and immutable.read_only is True
+    frozen = np.ones(3, dtype=np.float32)
+    frozen.flags.writeable = False
+    writable = np.ones(3, dtype=np.float32)
+
+    def refuses_writes(x):
+        try:
+            kernels.fill(x, 2.0)
+        except ValueError as exc:
+            assert "read-only" in str(exc)
+            return True
+        return False
+    for table, expected in ((probed, (True, False)), (immutable, (True, True))):
+        class Claim(Named):
+            name = table.adapter
+
+            @tensorplug.hookimpl(tryfirst=True)
+            def tensorplug_exchange_table(self, tensor_type):
+                return table if tensor_type is np.ndarray else None
+
+        plugin = Claim()
+        tensorplug.register_adapter(plugin)
+        try:
+            assert (refuses_writes(frozen), refuses_writes(writable)) == expected, table
+        finally:
+            tensorplug.unregister_adapter(plugin)
+    assert (refuses_writes(frozen), refuses_writes(writable)) == (True, False)  # numpy's own table
+    np.testing.assert_array_equal(frozen, [1, 1, 1])
+
+
+def test_output_table_and_to_framework():
+    table = tensorplug.output_table("numpy")
+    assert isinstance(table, tensorplug.ExchangeTable) and table.adapter == "numpy"
+    source = np.arange(4, dtype=np.float32)
+    x = table.to_framework(tensorplug.from_dlpack(source))
+    assert type(x) is np.ndarray and x.__array_interface__["data"][0] == source.__array_interface__["data"][0]
+    with pytest.raises(ValueError, match="output_table: no adapter named 'nope' \\(adapters: .*numpy"):
+        tensorplug.output_table("nope")
+
+
+def test_empty_is_a_cpu_tensor_of_the_dtype_asked_for():
+    t = tensorplug.empty((2, 3), "float32")
+    assert type(t) is tensorplug.Tensor and t.shape == (2, 3) and str(t.dtype) == "float32"
+    assert str(t.device) == "cpu:0"
+    assert str(tensorplug.empty([4], np.dtype("int16")).dtype) == "int16"
+    with pytest.raises(TypeError, match="empty\\(\\) argument 'dtype': expected a dtype such as 'float32', "
+                                        "got 'floaty'"):
+        tensorplug.empty((2,), "floaty")
+
+
+def test_dtype_names_of_any_framework_module_are_read():
+    # "<module>.<name>" is read as <name>, whichever module prints it.
+    assert str(tensorplug.empty((1,), "torch.bfloat16").dtype) == "bfloat16"
+    assert str(tensorplug.empty((1,), "someframework.int8").dtype) == "int8"
+    assert str(tensorplug.empty((1,), "dtype('float64')").dtype) == "float64"
 
 
 def test_output_framework_unknown_name():
@@ -181,7 +282,7 @@ def test_broken_plugin_warns_and_others_keep_working(tmp_path, kernels):
 
 def test_table_refusing_negative_strides(kernels):
     # What the torch and paddle adapters do: torch aborts on such imports, paddle misreads them.
-    class NoNegativeStrides:
+    class NoNegativeStrides(Named):
         table = tensorplug.ExchangeTable.from_python("strict", from_dlpack=lambda t: Box(np.from_dlpack(t)),
                                                      to_dlpack=lambda box: box.array, negative_strides=False)
 
@@ -202,8 +303,9 @@ def test_table_refusing_negative_strides(kernels):
 
 
 def test_tryfirst_wins_over_a_later_registration(kernels):
-    class Claim:
+    class Claim(Named):
         def __init__(self, name):
+            self.name = name
             self.table = tensorplug.ExchangeTable.from_python(name, from_dlpack=lambda t: Box(np.from_dlpack(t)),
                                                               to_dlpack=lambda box: box.array)
 

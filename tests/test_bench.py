@@ -1,14 +1,20 @@
-"""Smoke test of `tensorplug bench`: it runs and reports every row (no timing assertions)."""
+"""Smoke test of the call-overhead benchmark (benchmarks/bench_overhead.py) and of the thin
+`tensorplug bench` that runs it from a source checkout (no timing assertions)."""
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tensorplug._bench import CASES, NO_FRAMEWORK
-
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+# What the benchmark promises (benchmarks/README.md), written out here rather than read
+# from the benchmark's own tables.
+CASES = {"no_args": 0, "1_tensor": 1, "3_tensors": 3, "3_tensors_2_scalars": 3, "alloc_like": 1, "8_tensors": 8}
+NO_FRAMEWORK = "none"  # the framework column of the no-argument row
 # CPU frameworks: a row for every case when installed. GPU rows depend on a device.
 CPU_FRAMEWORKS = ("numpy", "torch", "jax", "paddle")
 GPU_FRAMEWORKS = ("torch-cuda", "cupy")
@@ -22,7 +28,7 @@ def installed(framework: str) -> bool:
 def run_bench(tmp_path, *args):
     out_json = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-m", "tensorplug", "bench", "--quick", "--json", str(out_json), *args],
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout, json.loads(out_json.read_text())
 
@@ -41,7 +47,7 @@ def table_rows(stdout: str) -> dict:
 
 
 def expected_rows(frameworks):
-    return {(c.name, NO_FRAMEWORK if c.tensors == 0 else fw) for c in CASES for fw in frameworks}
+    return {(case, NO_FRAMEWORK if tensors == 0 else fw) for case, tensors in CASES.items() for fw in frameworks}
 
 
 def test_bench_prints_and_writes_every_row(tmp_path):
@@ -92,6 +98,28 @@ def test_bench_without_tvm_ffi_says_na(tmp_path):
 
 
 def test_bench_rejects_unknown_options(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "tensorplug", "bench", "--frameworks", "nosuch"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "unknown framework 'nosuch'" in proc.stderr
+    # The script itself, as benchmarks/README.md runs it.
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "bench_overhead.py"), "--frameworks", "nosuch"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "error: unknown framework 'nosuch'; choose from numpy, torch, jax, paddle, torch-cuda, cupy" in proc.stderr
+
+
+def test_harness_is_not_in_the_installed_package():
+    import tensorplug
+
+    # Both the Python sources and the compiled core's directory (they differ in editable installs).
+    for package in {Path(tensorplug.__file__).parent, Path(tensorplug._core.__file__).parent}:
+        assert not list(package.rglob("*bench*")), list(package.rglob("*bench*"))
+
+
+def test_bench_without_a_source_checkout_says_what_to_do(tmp_path):
+    env = dict(os.environ, TENSORPLUG_BENCHMARKS=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-m", "tensorplug", "bench", "--quick"], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [
+        f"tensorplug bench: the benchmark harness (benchmarks/bench_overhead.py) is not in {tmp_path}: it ships "
+        "with tensorplug's source, not with the package. Run it from a source checkout:",
+        "    python benchmarks/bench_overhead.py [options]",
+        "or point TENSORPLUG_BENCHMARKS at the checkout's benchmarks/ directory."]

@@ -45,3 +45,12 @@ def test_demo_without_any_framework():
     assert out.returncode == 0, out.stdout + out.stderr
     rows = [line for line in out.stdout.splitlines() if line.startswith("tensorplug ")]
     assert len(rows) == 1 and rows[0].split()[1:4] == ["tensorplug.Tensor", "tensorplug.Tensor", "yes"]
+
+
+def test_version():
+    import tensorplug
+
+    for command in (["tensorplug", "--version"], [sys.executable, "-m", "tensorplug", "--version"]):
+        out = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == f"tensorplug {tensorplug.__version__}\n"

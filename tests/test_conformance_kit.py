@@ -28,18 +28,29 @@ class OutputBox(Box):
     pass
 
 
+class FrozenBox(Box):
+    """Speaks DLPack, as the kit's generic Framework reads tensors back through it."""
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
 def contiguous_strides_view(box):
     a = box.array
     return np.lib.stride_tricks.as_strided(a, a.shape, np.empty(a.shape, a.dtype).strides)
 
 
 class Adapter:
-    def __init__(self, name, box_type, to_dlpack=lambda box: box.array, wrap=None, framework="numpy"):
+    def __init__(self, name, box_type, to_dlpack=lambda box: box.array, wrap=None, framework="numpy",
+                 read_only=False):
         self.name, self.box_type, self.framework = name, box_type, framework
         wrap = wrap or box_type
         self.table = tensorplug.ExchangeTable.from_python(
             name, from_dlpack=lambda t: wrap(np.from_dlpack(t)), to_dlpack=to_dlpack,
-            allocate=lambda shape, dtype, device: box_type(np.empty(shape, dtype)))
+            allocate=lambda shape, dtype, device: box_type(np.empty(shape, dtype)), read_only=read_only)
 
     @tensorplug.hookimpl
     def tensorplug_adapter_info(self):
@@ -79,13 +90,14 @@ class BoxFramework(Framework):
 
 ADAPTERS = [Adapter("box", Box), Adapter("wrong-strides", StridesBox, to_dlpack=contiguous_strides_view),
             Adapter("wrong-output", OutputBox, wrap=lambda array: array),
-            Adapter("ghost", type("GhostTensor", (), {}), framework="ghost_framework")]
+            Adapter("ghost", type("GhostTensor", (), {}), framework="ghost_framework"),
+            Adapter("frozen", FrozenBox, read_only=True)]  # no Framework: the kit reads the declaration
 FRAMEWORKS = {"box": Box, "wrong-strides": StridesBox, "wrong-output": OutputBox}
 
 
 def pytest_configure(config):
     for adapter in ADAPTERS:
-        tensorplug.register_adapter(adapter, name=adapter.name)
+        tensorplug.register_adapter(adapter)
 
 
 def pytest_tensorplug_framework(name):
@@ -143,16 +155,39 @@ def test_broken_adapters_are_caught_naming_the_capability(broken):
 def test_adapter_selection_and_skip_reasons(broken):
     result = broken.runpytest_subprocess(
         "--pyargs", "tensorplug.testing.conformance", "-p", "no:cacheprovider", "-k", "TestReadOnly",
-        "--tensorplug-adapter=box, ghost", "--tensorplug-adapter=nope")
+        "--tensorplug-adapter=box, ghost")
     stdout = result.stdout.str()
-    result.assert_outcomes(passed=1, skipped=3, errors=2)  # box has no read-only tensors: one skip
+    result.assert_outcomes(passed=1, skipped=3)  # box has no read-only tensors: one skip
     assert "[wrong-strides]" not in stdout and "[numpy]" not in stdout  # only the named adapters
-    result.stdout.fnmatch_lines(["*no adapter named 'nope' (adapters: *box*)*"])
     report = capability_report(stdout)
     assert report["box"] == {"read-only": "passed"}
     assert report["ghost"] == {"all": "skipped"}
-    assert report["nope"] == {"read-only": "FAILED"}
     result.stdout.fnmatch_lines(["ghost", "  all * skipped  ghost not installed"])
+
+
+def test_generic_framework_reads_the_declared_read_only_policy(broken):
+    # "frozen" has no Framework in the conftest: the kit's generic one certifies it against
+    # what its table declares (read_only=True: every tensor read-only, writes refused).
+    result = broken.runpytest_subprocess("--pyargs", "tensorplug.testing.conformance", "-p", "no:cacheprovider",
+                                         "--tensorplug-adapter=frozen", "-rs", "-k",
+                                         "TestReadOnly or test_identity_returns_the_callers_type_sharing_memory")
+    result.assert_outcomes(passed=3)
+    assert capability_report(result.stdout.str())["frozen"] == {"exchange": "passed", "read-only": "passed"}
+
+
+def test_a_misspelled_adapter_is_one_usage_error(broken):
+    result = broken.runpytest_subprocess("--pyargs", "tensorplug.testing.conformance", "-p", "no:cacheprovider",
+                                         "--tensorplug-adapter=box,nmupy", "--tensorplug-adapter=nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if "tensorplug-adapter" in line]
+    assert len(errors) == 1, result.stderr.str()
+    import tensorplug
+
+    # The installed adapters, then the conftest's (in their registration order), then tensorplug.Tensor.
+    known = [r.name for r in tensorplug.adapters()] + ["box", "frozen", "ghost", "wrong-output", "wrong-strides",
+                                                       "tensorplug"]
+    assert errors[0] == f"ERROR: --tensorplug-adapter: no adapter named 'nmupy', 'nope' (adapters: {', '.join(known)})"
+    assert "passed" not in result.stdout.str() and "error" not in result.stdout.str().lower()
 
 
 def test_pairs_cover_every_ordered_pair_with_a_selected_adapter(broken):
@@ -162,7 +197,7 @@ def test_pairs_cover_every_ordered_pair_with_a_selected_adapter(broken):
     ids = {line.rpartition("[")[2].rstrip("]") for line in result.stdout.lines if "::" in line}
     partners = {i.removeprefix("box-") for i in ids if i.startswith("box-")}
     assert partners >= {"numpy", "torch", "jax", "paddle", "cupy", "dlpack", "tensorplug", "wrong-strides",
-                        "wrong-output", "ghost"}
+                        "wrong-output", "ghost", "frozen"}
     assert ids == {f"box-{p}" for p in partners} | {f"{p}-box" for p in partners}
 
 
@@ -180,3 +215,11 @@ def test_plugin_registers_hook_option_and_fixtures(pytester):
     result = pytester.runpytest_subprocess("--tensorplug-adapter=numpy", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
     result.stdout.no_fnmatch_line("*capability report*")  # no report without capability tests
+
+
+def test_pytest_runs_with_the_kit_disabled(pytester):
+    # The first-party Framework plugins implement the kit's hook; without the kit pytest
+    # still runs (their hookimpls are optional).
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    result = pytester.runpytest_subprocess("-p", "no:tensorplug", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)

@@ -28,3 +28,46 @@ def test_discovering_adapters_imports_no_framework():
 def test_pytest_plugin_imports_no_framework():
     loaded = _modules_after("import tensorplug.testing")
     assert not loaded & set(FRAMEWORKS), loaded & set(FRAMEWORKS)
+
+
+def test_first_party_testing_plugins_import_no_framework():
+    # The pytest11 plugins of the first-party Frameworks load in every pytest run.
+    loaded = _modules_after("import tensorplug_adapters.testing.numpy, tensorplug_adapters.testing.torch, "
+                            "tensorplug_adapters.testing.jax, tensorplug_adapters.testing.paddle, "
+                            "tensorplug_adapters.testing.cupy, tensorplug_adapters.testing.dlpack")
+    assert not loaded & set(FRAMEWORKS), loaded & set(FRAMEWORKS)
+
+
+def test_first_party_plugins_use_only_public_names():
+    # They are registered exactly as a third party's would be: no private tensorplug API.
+    import ast
+    from pathlib import Path
+
+    import tensorplug_adapters
+
+    root = Path(tensorplug_adapters.__file__).parent
+    sources = sorted(root.rglob("*.py"))
+    assert len(sources) >= 13, sources  # six adapters, six Frameworks, the packages
+    private = []
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tensorplug"):
+                module_private = any(part.startswith("_") for part in node.module.split("."))
+                names = [a.name for a in node.names if a.name.startswith("_")]
+                if module_private or names:
+                    private.append(f"{path.name}: from {node.module} import {', '.join(a.name for a in node.names)}")
+            elif isinstance(node, ast.Import):
+                private += [f"{path.name}: import {a.name}" for a in node.names
+                            if a.name.startswith("tensorplug") and "._" in a.name]
+            elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                private.append(f"{path.name}: .{node.attr}")
+    assert private == []
+
+
+def test_the_registry_module_is_not_shadowed():
+    import types
+
+    import tensorplug
+
+    assert isinstance(tensorplug._registry, types.ModuleType)
+    assert tensorplug._registry.registry.output_table("numpy") is tensorplug.output_table("numpy")

@@ -6,27 +6,34 @@
 
 from __future__ import annotations
 
-from . import _core
+from . import _core, _registry, _signature, exchange
 from ._core import Function, Tensor
 from ._context import get_raw_stream, output_framework, use_raw_stream, use_stream
 from ._module import Module, load_module
-from ._registry import (AdapterInfo, AdapterRecord, ExchangeTable, adapters, register_adapter,
-                        registry as _registry, unregister_adapter)
-from ._signature import build as _build_signature
+from ._module import load_library, load_module_from_package
+from ._registry import (AdapterInfo, AdapterRecord, ExchangeTable, adapters, output_table, register_adapter,
+                        unregister_adapter)
 from ._types import Device
 from .hookspecs import hookimpl
 
 __version__ = "0.1.0"
 
 _core.set_device_class(Device)
-_core.set_signature_builder(_build_signature)
-_core.set_resolver(_registry.resolve)
+_core.set_signature_builder(_signature.build)
+_core.set_resolver(_registry.registry.resolve)
 
 
 def from_dlpack(obj) -> Tensor:
     """A :class:`Tensor` sharing the memory of ``obj`` (a tensor of any installed adapter,
     or a DLPack capsule)."""
     return _core.from_dlpack(obj)
+
+
+def empty(shape, dtype, device="cpu") -> Tensor:
+    """A new, uninitialized :class:`Tensor` from tensorplug's own allocator (CPU only):
+    ``shape`` a sequence of ints, ``dtype`` a name such as ``"float32"`` (or a framework
+    dtype), ``device`` ``"cpu"``. Adapters without a CPU allocator of their own use it."""
+    return _core.empty(shape, dtype, device)
 
 
 def register_global_func(name: str, f=None, override: bool = False):
@@ -71,7 +78,8 @@ def __getattr__(name: str):
 
 __all__ = [
     "AdapterInfo", "AdapterRecord", "Device", "ExchangeTable", "Function", "Module", "Tensor",
-    "adapters", "cpp", "from_dlpack", "get_global_func", "get_raw_stream", "hookimpl",
-    "list_global_func_names", "load_module", "output_framework", "register_adapter",
+    "adapters", "cpp", "empty", "exchange", "from_dlpack", "get_global_func", "get_raw_stream", "hookimpl",
+    "list_global_func_names", "load_library", "load_module", "load_module_from_package",
+    "output_framework", "output_table", "register_adapter",
     "register_global_func", "remove_global_func", "unregister_adapter", "use_raw_stream", "use_stream",
 ]

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
+
+from . import __version__
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -29,6 +33,22 @@ def cmd_adapters(args) -> int:
     return 0
 
 
+def build_flags() -> dict[str, str]:
+    """Compiler and linker flags for a kernel library built without CMake (Makefile,
+    setuptools): ``cc $(cflags) -shared -o libk.so k.c $(ldflags) $(libs)``. ``ldflags`` has
+    an absolute runpath to this libtensorplug, right for local builds; a shipped library
+    needs none (see docs/shipping.md)."""
+    from tensorplug import cpp
+
+    visibility = "-fPIC -fvisibility=hidden"  # only TENSORPLUG_EXPORT/TP_EXPORT symbols are exported
+    return {
+        "cflags": f"-I{cpp.include_dir()} {visibility}",
+        "cxxflags": f"-I{cpp.include_dir()} -std=c++17 {visibility}",
+        "ldflags": f"-L{cpp.lib_dir()} -Wl,-rpath,{cpp.lib_dir()}",
+        "libs": "-ltensorplug",
+    }
+
+
 def cmd_config(args) -> int:
     from tensorplug import cpp
 
@@ -38,21 +58,54 @@ def cmd_config(args) -> int:
         print(cpp.lib_dir())
     if args.cmakedir:
         print(cpp.cmake_dir())
-    if not (args.includedir or args.libdir or args.cmakedir):
+    flags = [name for name in ("cflags", "cxxflags", "ldflags", "libs") if getattr(args, name)]
+    if flags:  # one line, in this order, whatever the order asked: `$(tensorplug config ...)`
+        print(" ".join(build_flags()[name] for name in flags))
+    if not (args.includedir or args.libdir or args.cmakedir or flags):
         print(f"includedir: {cpp.include_dir()}\nlibdir: {cpp.lib_dir()}\ncmakedir: {cpp.cmake_dir()}")
     return 0
 
 
 def cmd_demo(args) -> int:
-    from ._demo import run_demo
+    from ._demo import HEADER, run_demo
 
-    return run_demo()
+    rows, ok = run_demo()
+    print(_table(rows, HEADER))
+    return 0 if ok else 1
+
+
+BENCH_SCRIPT = "bench_overhead.py"
+
+
+def find_bench_script():
+    """The call-overhead benchmark of a source checkout: ``$TENSORPLUG_BENCHMARKS`` when
+    set (a ``benchmarks/`` directory), else ``benchmarks/`` of the checkout this package
+    was installed from in editable mode, else ``./benchmarks``; None when absent."""
+    from pathlib import Path
+
+    env = os.environ.get("TENSORPLUG_BENCHMARKS")
+    if env:
+        candidates = [Path(env)]
+    else:
+        candidates = [Path(__file__).resolve().parents[2] / "benchmarks", Path.cwd() / "benchmarks"]
+    for directory in candidates:
+        if (directory / BENCH_SCRIPT).is_file():
+            return directory / BENCH_SCRIPT
+    return None
 
 
 def cmd_bench(args) -> int:
-    from ._bench import main as bench_main
-
-    return bench_main(args.bench_args)
+    # The harness is not installed with the package: it lives in benchmarks/ of a checkout.
+    script = find_bench_script()
+    if script is None:
+        where = os.environ.get("TENSORPLUG_BENCHMARKS") or "this installation or ./benchmarks"
+        print(f"tensorplug bench: the benchmark harness (benchmarks/{BENCH_SCRIPT}) is not in {where}: it "
+              "ships with tensorplug's source, not with the package. Run it from a source checkout:\n"
+              f"    python benchmarks/{BENCH_SCRIPT} [options]\n"
+              "or point TENSORPLUG_BENCHMARKS at the checkout's benchmarks/ directory.", file=sys.stderr)
+        return 2
+    bench_args = args.bench_args[1:] if args.bench_args[:1] == ["--"] else args.bench_args
+    return subprocess.run([sys.executable, str(script), *bench_args]).returncode
 
 
 def main(argv=None) -> int:
@@ -60,6 +113,7 @@ def main(argv=None) -> int:
     if argv[:1] == ["bench"]:  # everything after `bench` is the benchmark's own options
         return cmd_bench(argparse.Namespace(bench_args=argv[1:]))
     parser = argparse.ArgumentParser(prog="tensorplug", description="Ship compiled kernels to every array framework.")
+    parser.add_argument("--version", action="version", version=f"tensorplug {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="compile the example kernels and run them on every installed framework")
     sub.add_parser("adapters", help="list discovered adapter plugins")
@@ -67,7 +121,12 @@ def main(argv=None) -> int:
     config.add_argument("--includedir", action="store_true", help="print the header directory")
     config.add_argument("--libdir", action="store_true", help="print the libtensorplug directory")
     config.add_argument("--cmakedir", action="store_true", help="print the tensorplugConfig.cmake directory")
-    bench = sub.add_parser("bench", help="call-overhead benchmark (see benchmarks/README.md)", add_help=False)
+    config.add_argument("--cflags", action="store_true", help="print C compiler flags for a kernel library")
+    config.add_argument("--cxxflags", action="store_true", help="print C++ compiler flags for a kernel library")
+    config.add_argument("--ldflags", action="store_true", help="print linker flags (-L and a runpath to libtensorplug)")
+    config.add_argument("--libs", action="store_true", help="print the libraries to link (-ltensorplug)")
+    bench = sub.add_parser("bench", help="call-overhead benchmark of a source checkout (benchmarks/README.md)",
+                           add_help=False)
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     handlers = {"demo": cmd_demo, "adapters": cmd_adapters, "config": cmd_config, "bench": cmd_bench}

@@ -87,7 +87,8 @@ class use_raw_stream(_OverrideContext):
 
 class use_stream(use_raw_stream):
     """Run calls on a framework stream object (``torch.cuda.Stream``, a cupy ``Stream``,
-    ...): its adapter turns it into a device and raw handle."""
+    ...): its adapter's ``tensorplug_stream_handle`` hook turns it into a device and raw
+    handle, then as :class:`use_raw_stream`. TypeError when no adapter knows the type."""
 
     def __init__(self, stream):
         found = registry.stream_handle(stream)
@@ -113,8 +114,9 @@ def get_raw_stream(device) -> int | None:
 
 class output_framework(_OverrideContext):
     """Return tensors as the framework of adapter ``name`` (``"torch"``, ``"numpy"``, ...),
-    allocated by that framework, whatever tensors the call received. Context-local; the
-    innermost context wins."""
+    allocated by that framework, whatever tensors the call received. Context-local and
+    nestable (the innermost wins); ValueError naming the known adapters when no adapter is
+    called ``name``."""
 
     def __init__(self, name: str):
         self.name = name

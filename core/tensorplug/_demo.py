@@ -1,16 +1,28 @@
-"""``tensorplug demo``: compile the example kernel library, call it from every framework."""
+"""``tensorplug demo``: compile the example kernel library, call it from every framework.
+
+Tensors of each adapter are made through the adapter's own output table (from numpy
+memory) and read back through DLPack: only public API, so third-party adapters take part
+exactly as first-party ones do.
+"""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from . import _core, _frameworks, adapters, cpp, load_module
+from . import _core, adapters, cpp, empty, from_dlpack, load_module, output_table
+
+HEADER = ["framework", "input type", "output type", "result correct", "call overhead (us)"]
 
 
 def example_source(name: str) -> Path:
     """Path of a shipped example source (``kernels.cc``, ``add_one.c``)."""
     return Path(_core.__file__).parent / "examples" / name
+
+
+def _type_name(obj) -> str:
+    t = type(obj)
+    return f"{t.__module__}.{t.__qualname__}"
 
 
 def _overhead_us(func, *args, calls: int = 20000, repeats: int = 5) -> float:
@@ -23,7 +35,9 @@ def _overhead_us(func, *args, calls: int = 20000, repeats: int = 5) -> float:
     return best / calls * 1e6
 
 
-def run_demo() -> int:
+def run_demo() -> tuple[list[list[str]], bool]:
+    """The demo's rows (one per framework, under :data:`HEADER`) and whether every result
+    was correct."""
     print("compiling the example kernel library ...", flush=True)
     module = load_module(cpp.build("tensorplug_demo_kernels", [example_source("kernels.cc")]))
     n = 8
@@ -33,35 +47,28 @@ def run_demo() -> int:
         import numpy as np
     except ImportError:
         np = None
-    if np is not None:
-        # Every loaded adapter whose framework is here (third-party ones included), then
-        # tensorplug.Tensor itself; the generic DLPack fallback is not a framework.
-        names = [r.name for r in adapters() if r.error is None and r.name != "dlpack"] + ["tensorplug"]
-        expected = 2 * np.arange(n, dtype=np.float32)
-        for name in names:
-            framework = _frameworks.get_framework(name)
-            if framework is None or framework.missing() is not None:
-                continue
-            try:
-                x = framework.from_numpy(np.arange(n, dtype=np.float32))
-                y = module.add(x, x)  # allocates its result through the caller's framework
-                correct = bool(np.array_equal(framework.to_numpy(y), expected))
-                overhead = f"{_overhead_us(module.numel, x):.3f}"
-                rows.append([name, _frameworks.type_name(x), _frameworks.type_name(y), "yes" if correct else "NO",
-                             overhead])
-                ok_all &= correct
-            except Exception as exc:  # one framework's failure should not hide the others
-                rows.append([name, "-", "-", f"ERROR: {type(exc).__name__}: {exc}", "-"])
-                ok_all = False
-    else:
-        x = _core.empty((n,), "float32")
+    if np is None:
+        x = empty((n,), "float32")
         module.fill(x, 1.0)
         y = module.add(x, x)
         correct = module.sum(y) == 2.0 * n
-        rows.append(["tensorplug", _frameworks.type_name(x), _frameworks.type_name(y), "yes" if correct else "NO",
+        rows.append(["tensorplug", _type_name(x), _type_name(y), "yes" if correct else "NO",
                      f"{_overhead_us(module.numel, x):.3f}"])
-        ok_all &= correct
-    from .__main__ import _table
-
-    print(_table(rows, ["framework", "input type", "output type", "result correct", "call overhead (us)"]))
-    return 0 if ok_all else 1
+        return rows, correct
+    # Every loaded adapter whose framework is here (third-party ones included), then
+    # tensorplug.Tensor itself; the generic DLPack fallback is not a framework.
+    expected = 2 * np.arange(n, dtype=np.float32)
+    names = [r.name for r in adapters() if r.error is None and r.framework_installed and r.name != "dlpack"]
+    for name in [*names, "tensorplug"]:
+        try:
+            source = from_dlpack(np.arange(n, dtype=np.float32))
+            x = source if name == "tensorplug" else output_table(name).to_framework(source)
+            y = module.add(x, x)  # allocates its result through the caller's framework
+            correct = bool(np.array_equal(np.from_dlpack(y), expected))
+            rows.append([name, _type_name(x), _type_name(y), "yes" if correct else "NO",
+                         f"{_overhead_us(module.numel, x):.3f}"])
+            ok_all &= correct
+        except Exception as exc:  # one framework's failure should not hide the others
+            rows.append([name, "-", "-", f"ERROR: {type(exc).__name__}: {exc}", "-"])
+            ok_all = False
+    return rows, ok_all

@@ -17,7 +17,6 @@ import pluggy
 from . import _core, hookspecs
 
 ENTRY_POINT_GROUP = "tensorplug.adapters"
-_READ_ONLY_POLICIES = ("never", "always", "numpy")
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,12 @@ class AdapterInfo:
 
 @dataclass(frozen=True)
 class AdapterRecord:
-    """One row of :func:`tensorplug.adapters`."""
+    """One row of :func:`tensorplug.adapters`: the adapter's ``name``, the distribution
+    (and its version) that registered it through the ``tensorplug.adapters`` entry point
+    (None for :func:`tensorplug.register_adapter`), its framework (whether installed, and
+    its version), the ``tensor_types``, ``capabilities`` and ``fast_path`` of its
+    :class:`AdapterInfo`, and ``error``: why the plugin failed to load (then the other
+    fields are empty)."""
 
     name: str
     distribution: str | None
@@ -62,14 +66,22 @@ class ExchangeTable:
 
     Build one per tensor type, once, with :meth:`from_capsule` (a C table) or
     :meth:`from_python` (Python callables, wrapped by the core into a C table).
+
+    ``read_only`` says whether kernels may write the adapter's tensors: ``False`` (they
+    are mutable), ``True`` (immutable arrays, such as jax's: every tensor enters kernels
+    flagged read-only) or, for C tables, a ``"tensorplug.read_only_probe"`` capsule whose
+    C function the core asks per tensor (:func:`tensorplug.exchange.numpy_read_only_probe`
+    reads numpy's ``WRITEABLE`` flag). Tables built from Python callables carry the
+    read-only flag their ``__dlpack__`` export sets, and ``read_only=True`` on top.
     """
 
     __slots__ = ("adapter", "capsule", "read_only", "python", "complex_check", "negative_strides", "_c_table")
 
-    def __init__(self, adapter: str, capsule, *, read_only: str = "never", python: bool = False,
+    def __init__(self, adapter: str, capsule, *, read_only=False, python: bool = False,
                  complex_check=None, negative_strides: bool = True):
-        if read_only not in _READ_ONLY_POLICIES:
-            raise ValueError(f"read_only: expected one of {_READ_ONLY_POLICIES}, got {read_only!r}")
+        if not isinstance(read_only, bool) and not (not python and _is_capsule(read_only)):
+            what = "True or False" if python else "True, False or a 'tensorplug.read_only_probe' capsule"
+            raise TypeError(f"ExchangeTable argument 'read_only': expected {what}, got {read_only!r}")
         self.adapter = adapter
         self.capsule = capsule
         self.read_only = read_only
@@ -80,11 +92,10 @@ class ExchangeTable:
                                                  negative_strides)
 
     @classmethod
-    def from_capsule(cls, capsule, adapter: str, *, read_only: str = "never", complex_check=None,
+    def from_capsule(cls, capsule, adapter: str, *, read_only=False, complex_check=None,
                      negative_strides: bool = True) -> "ExchangeTable":
         """A table from a ``"dlpack_exchange_api"`` capsule, such as a framework's
-        ``type(x).__dlpack_c_exchange_api__``. ``read_only`` is ``"never"``, ``"always"``
-        (immutable arrays) or ``"numpy"`` (the core's numpy table checks each array).
+        ``type(x).__dlpack_c_exchange_api__``. ``read_only``: see the class.
         ``complex_check(x)``, if given, runs for complex-valued tensors only and raises to
         refuse one (torch: conjugate views, whose bit DLPack cannot carry).
         ``negative_strides=False`` makes the core refuse, with a ValueError, to hand the
@@ -94,7 +105,7 @@ class ExchangeTable:
 
     @classmethod
     def from_python(cls, adapter: str, *, from_dlpack, to_dlpack=None, current_stream=None,
-                    allocate=None, read_only: str = "never", c_import: str | None = None,
+                    allocate=None, read_only: bool = False, importer=None,
                     negative_strides: bool = True) -> "ExchangeTable":
         """A table from Python callables; the path any third party can write.
 
@@ -106,17 +117,32 @@ class ExchangeTable:
           int, or None; default: no streams.
         - ``allocate(shape, dtype, device)``: a new framework tensor (``dtype`` a name like
           ``"float32"``, ``device`` a ``tensorplug.Device``), used by ``FromEnvAlloc``;
-          default: the adapter cannot allocate.
-        - ``c_import``: the name of an import path compiled into the core to use instead
-          of ``to_dlpack`` (``"jax"``: reads jax arrays' buffer pointer, shape, dtype and
-          device directly, skipping ``__dlpack__``).
+          default: the adapter cannot allocate (:func:`tensorplug.empty` allocates CPU
+          tensors from tensorplug's own allocator).
+        - ``read_only``: True for immutable arrays (see the class).
+        - ``importer``: a ``"tensorplug.importer"`` capsule of C functions that read the
+          framework's tensors directly, used instead of ``to_dlpack`` (the jax adapter's
+          :func:`tensorplug.exchange.jax_importer` reads a jax array's buffer pointer,
+          shape, dtype and device, skipping ``__dlpack__``).
         """
-        capsule = _core.make_python_table(to_dlpack, from_dlpack, current_stream, allocate, c_import)
+        if importer is not None and not _is_capsule(importer):
+            raise TypeError(f"ExchangeTable.from_python() argument 'importer': expected None or a "
+                            f"'tensorplug.importer' capsule, got {importer!r}")
+        capsule = _core.make_python_table(to_dlpack, from_dlpack, current_stream, allocate, importer)
         return cls(adapter, capsule, read_only=read_only, python=True, negative_strides=negative_strides)
+
+    def to_framework(self, tensor):
+        """The framework tensor sharing the memory of the ``tensorplug.Tensor`` ``tensor``
+        (zero copy), made by this table's import (``from_dlpack`` of a Python table)."""
+        return _core.to_framework(tensor, self._c_table)
 
     def __repr__(self) -> str:
         kind = "python" if self.python else "C"
         return f"<ExchangeTable adapter={self.adapter!r} ({kind} table)>"
+
+
+def _is_capsule(obj) -> bool:
+    return type(obj).__name__ == "PyCapsule"
 
 
 class _Registry:
@@ -173,15 +199,23 @@ class _Registry:
                             f"{type(table).__name__} for {tensor_type.__qualname__}")
         return table._c_table
 
-    def register(self, plugin, name: str | None = None) -> str:
+    def register(self, plugin) -> str:
         self.ensure_loaded()
+        info = getattr(plugin, "tensorplug_adapter_info", None)
+        if info is None:
+            raise TypeError(f"register_adapter: {plugin!r} has no tensorplug_adapter_info hook: an adapter "
+                            "is named by the AdapterInfo it returns")
+        name = info().name
         with self._lock:
-            registered = self.pm.register(plugin, name=name)
-            if registered is None:
+            if self.pm.is_registered(plugin):
                 raise ValueError(f"register_adapter: {plugin!r} is already registered")
+            if self.pm.get_plugin(name) is not None:
+                raise ValueError(f"register_adapter: an adapter named {name!r} is already registered; "
+                                 "unregister it first")
+            self.pm.register(plugin, name=name)
             self.sources.setdefault(id(plugin), (None, None))
             _core.clear_adapter_cache()
-            return registered
+            return name
 
     def unregister(self, plugin) -> None:
         self.ensure_loaded()
@@ -197,12 +231,12 @@ class _Registry:
             self.sources.pop(id(plugin), None)
             _core.clear_adapter_cache()
 
-    def output_table(self, framework: str):
+    def output_table(self, framework: str, caller: str = "output_framework"):
         self.ensure_loaded()
         table = self.pm.hook.tensorplug_output_table(framework=framework)
         if table is None:
             known = ", ".join(sorted(r.name for r in self.records() if r.error is None))
-            raise ValueError(f"output_framework: no adapter named {framework!r} (adapters: {known})")
+            raise ValueError(f"{caller}: no adapter named {framework!r} (adapters: {known})")
         return table
 
     def stream_handle(self, stream):
@@ -240,15 +274,25 @@ def _dist_name(ep) -> str | None:
 registry = _Registry()
 
 
-def register_adapter(plugin, name: str | None = None) -> str:
+def register_adapter(plugin) -> str:
     """Register an in-process adapter plugin (an object or module with hookimpls).
 
-    It takes precedence over every adapter registered before it. Returns its name."""
-    return registry.register(plugin, name)
+    The adapter is named by the ``name`` of the :class:`AdapterInfo` its
+    ``tensorplug_adapter_info`` hook returns (a ValueError when that name is taken). It
+    takes precedence over every adapter registered before it, and the core forgets
+    every type it resolved before. Returns its name."""
+    return registry.register(plugin)
+
+
+def output_table(framework: str) -> ExchangeTable:
+    """The :class:`ExchangeTable` adapter ``framework`` returns tensors with (its
+    ``tensorplug_output_table`` hook); ValueError naming the known adapters when none."""
+    return registry.output_table(framework, "output_table")
 
 
 def unregister_adapter(plugin) -> None:
-    """Unregister an adapter plugin (the object, or its name)."""
+    """Unregister an adapter plugin (the object, or its name); ValueError when it is not
+    registered."""
     registry.unregister(plugin)
 
 

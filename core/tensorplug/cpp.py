@@ -39,6 +39,8 @@ def cmake_dir() -> str:
 
 
 def cache_dir() -> Path:
+    """Where compiled libraries are cached: ``$TENSORPLUG_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/tensorplug``, else ``~/.cache/tensorplug``."""
     root = os.environ.get("TENSORPLUG_CACHE_DIR")
     if root:
         return Path(root)
@@ -86,7 +88,16 @@ def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ld
     """Compile ``sources`` (C ``.c``, C++ ``.cc/.cpp``, CUDA ``.cu`` paths) into the shared
     library ``<name>.so`` linked against libtensorplug; returns its path.
 
-    Rebuilt only when the content hash changes. CUDA sources need ``nvcc``."""
+    C++ is compiled with ``$CXX`` (default ``c++``) as C++17, C with ``$CC`` (default
+    ``cc``) as C11, CUDA with ``$NVCC`` (default ``nvcc``), all with ``-O2``.
+    ``extra_cflags`` / ``extra_cuda_cflags`` are added to the C/C++ and CUDA compile
+    commands, ``extra_ldflags`` to the link, ``include_dirs`` after the tensorplug headers.
+    The library goes to ``build_directory``, by default a directory under
+    :func:`cache_dir` named by a hash of the sources, flags, compilers and tensorplug
+    headers: it is rebuilt only when one of them changes. ``verbose`` prints the commands.
+
+    Raises ValueError when ``name`` is not an identifier, FileNotFoundError for a missing
+    source, and :class:`BuildError` when no compiler is found or compilation fails."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ValueError(f"build() argument 'name': expected an identifier, got {name!r}")
     sources = [Path(s) for s in ([sources] if isinstance(sources, (str, os.PathLike)) else sources)]
@@ -186,12 +197,17 @@ def _parameter_names(source: str, func: str) -> list[str] | None:
 def load_inline(name: str, cpp_sources, functions=None, *, cuda_sources=None, extra_cflags=(),
                 extra_cuda_cflags=(), extra_ldflags=(), include_dirs=(), build_directory=None,
                 verbose: bool = False, release_gil: bool = True) -> Module:
-    """Compile C++ source text (and optional CUDA source text) and load it as a Module.
+    """Compile C++ source text (and optional CUDA source text) and load it as a
+    :class:`tensorplug.Module`.
 
+    ``cpp_sources`` and ``cuda_sources`` are strings or lists of strings;
     ``tensorplug/tensorplug.h`` is included for you. With ``functions`` (names of C++
     functions defined in the sources), ``TENSORPLUG_EXPORT`` wrappers are generated for
     them, with parameter names read from their definitions; without it the sources
-    export their functions themselves.
+    export their functions themselves. The sources are written under :func:`cache_dir`
+    and compiled by :func:`build` (the other keyword arguments are its), so unchanged
+    sources load without compiling. ``release_gil`` is passed to
+    :func:`tensorplug.load_module`.
     """
     if isinstance(cpp_sources, str):
         cpp_sources = [cpp_sources]

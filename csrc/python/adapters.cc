@@ -277,13 +277,18 @@ int PyAllocateMissing(DLTensor*, DLManagedTensorVersioned**, void* error_ctx,
 
 }  // namespace
 
-// _core.make_python_table(to_dlpack, from_dlpack, current_stream, allocate, c_import=None)
-// -> capsule. `c_import` names C import functions of the core to use instead of the
-// Python export path ("jax"); export and allocation stay with the Python callables.
+// _core.make_python_table(to_dlpack, from_dlpack, current_stream, allocate, importer=None)
+// -> capsule. `importer`, a "tensorplug.importer" capsule, supplies C import functions to
+// use instead of the Python export path; export and allocation stay with the callables.
 PyObject* MakePythonTable(PyObject* to_dlpack, PyObject* from_dlpack, PyObject* current_stream,
-                          PyObject* allocate, const char* c_import) {
-  if (c_import && std::strcmp(c_import, "jax") != 0) {
-    return PyErr_Format(PyExc_ValueError, "c_import: expected None or 'jax', got '%s'", c_import);
+                          PyObject* allocate, PyObject* importer) {
+  const Importer* import_functions = nullptr;
+  if (importer && importer != Py_None) {
+    if (!PyCapsule_IsValid(importer, "tensorplug.importer")) {
+      return PyErr_Format(PyExc_TypeError, "ExchangeTable.from_python() argument 'importer': expected None or a "
+                          "'tensorplug.importer' capsule, got %R", importer);
+    }
+    import_functions = static_cast<const Importer*>(PyCapsule_GetPointer(importer, "tensorplug.importer"));
   }
   if (!PyCallable_Check(from_dlpack)) {
     return PyErr_Format(PyExc_TypeError, "from_dlpack must be callable, got %s", Py_TYPE(from_dlpack)->tp_name);
@@ -296,9 +301,9 @@ PyObject* MakePythonTable(PyObject* to_dlpack, PyObject* from_dlpack, PyObject* 
   t->api.managed_tensor_from_py_object_no_sync = Guarded<PyManagedFromObject>;
   t->api.managed_tensor_to_py_object_no_sync = Guarded<PyToObject>;
   t->api.dltensor_from_py_object_no_sync = nullptr;  // the core uses the owning export
-  if (c_import) {
-    t->api.managed_tensor_from_py_object_no_sync = Guarded<JaxManaged>;
-    t->api.dltensor_from_py_object_no_sync = Guarded<JaxView>;
+  if (import_functions) {
+    t->api.managed_tensor_from_py_object_no_sync = import_functions->managed;
+    t->api.dltensor_from_py_object_no_sync = import_functions->view;
   }
   t->api.current_work_stream = Guarded<PyCurrentStream>;
   t->to_dlpack = Py_NewRef(to_dlpack);
@@ -309,18 +314,22 @@ PyObject* MakePythonTable(PyObject* to_dlpack, PyObject* from_dlpack, PyObject* 
   return PyCapsule_New(&t->api, "dlpack_exchange_api", nullptr);
 }
 
-// _core.make_adapter_table(capsule, name, read_only, python) -> "tensorplug.adapter_table"
-PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, const char* read_only, bool python,
+// _core.make_adapter_table(capsule, name, read_only, python) -> "tensorplug.adapter_table".
+// `read_only`: False (mutable tensors), True (immutable) or a "tensorplug.read_only_probe"
+// capsule asked per tensor.
+PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, PyObject* read_only, bool python,
                            PyObject* complex_check, bool negative_strides) {
   ReadOnlyPolicy policy = ReadOnlyPolicy::kNever;
   int (*probe)(PyObject*) = nullptr;
-  if (strcmp(read_only, "always") == 0) {
+  if (read_only == Py_True) {
     policy = ReadOnlyPolicy::kAlways;
-  } else if (strcmp(read_only, "numpy") == 0) {
+  } else if (PyCapsule_IsValid(read_only, "tensorplug.read_only_probe")) {
     policy = ReadOnlyPolicy::kProbe;
-    probe = NumpyIsReadOnly;
-  } else if (strcmp(read_only, "never") != 0) {
-    return PyErr_Format(PyExc_ValueError, "read_only must be 'never', 'always' or 'numpy', got '%s'", read_only);
+    probe = static_cast<const ReadOnlyProbe*>(PyCapsule_GetPointer(read_only, "tensorplug.read_only_probe"))
+                ->is_read_only;
+  } else if (read_only != Py_False) {
+    return PyErr_Format(PyExc_TypeError, "ExchangeTable argument 'read_only': expected True, False or a "
+                        "'tensorplug.read_only_probe' capsule, got %R", read_only);
   }
   AdapterTable* table = TableFromCapsule(capsule, name, policy, probe);
   if (!table) return nullptr;

@@ -164,6 +164,19 @@ bool NumpyDTypeOf(PyObject* descr, DLDataType* out);
 int JaxView(void* obj, DLTensor* out);
 int JaxManaged(void* obj, DLManagedTensorVersioned** out);
 
+// What an adapter can hand the core in capsules (docs/adapters.md, "C capsules"):
+// a "tensorplug.read_only_probe" capsule points at a ReadOnlyProbe, asked per argument
+// whether a tensor must not be written (ExchangeTable.from_capsule(read_only=probe));
+// a "tensorplug.importer" capsule points at an Importer, C functions that read the
+// adapter's tensors directly instead of through __dlpack__ (from_python(importer=...)).
+struct ReadOnlyProbe {
+  int (*is_read_only)(PyObject* obj);  // 1: read-only, 0: writable; raises nothing
+};
+struct Importer {
+  int (*managed)(void* obj, DLManagedTensorVersioned** out);  // owning import
+  int (*view)(void* obj, DLTensor* out);                      // non-owning view
+};
+
 // A managed tensor describing `src` (own copies of shape and strides) that does not own
 // the data; nullptr when out of memory.
 DLManagedTensorVersioned* DescribeWithoutOwning(const DLTensor& src, uint64_t flags);

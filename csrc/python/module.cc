@@ -13,8 +13,8 @@ bool InitFunctionType(PyObject* module);
 void SetResolver(PyObject* resolver);
 void ClearAdapterCache();
 void SetSignatureBuilder(PyObject* builder);
-PyObject* MakePythonTable(PyObject*, PyObject*, PyObject*, PyObject*, const char*);
-PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, const char* read_only, bool python,
+PyObject* MakePythonTable(PyObject*, PyObject*, PyObject*, PyObject*, PyObject* importer);
+PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, PyObject* read_only, bool python,
                            PyObject* complex_check, bool negative_strides);
 int MakePythonFunction(PyObject* callable, TPFunctionHandle* out);
 TPFunctionHandle FunctionHandleOf(PyObject* obj);
@@ -36,14 +36,17 @@ void AppendName(void* ctx, const char* name) {
   }
 }
 
-// load_library(path) -> (handle, [names])
-PyObject* LoadLibrary(PyObject*, PyObject* arg) {
+// load_library(path, flags=0) -> (handle, [names]); flags: TP_MODULE_LOAD_*
+PyObject* LoadLibrary(PyObject*, PyObject* args) {
+  PyObject* arg;
+  unsigned int flags = 0;
+  if (!PyArg_ParseTuple(args, "O|I", &arg, &flags)) return nullptr;
   PyObject* path = nullptr;
   if (!PyUnicode_FSConverter(arg, &path)) return nullptr;
   TPModuleHandle module = nullptr;
   int rc;
   Py_BEGIN_ALLOW_THREADS  // static initialisers of the library may take a while
-  rc = TPModuleLoad(PyBytes_AS_STRING(path), &module);
+  rc = TPModuleLoadEx(PyBytes_AS_STRING(path), flags, &module);
   Py_END_ALLOW_THREADS
   Py_DECREF(path);
   if (rc != 0) return RaiseFromTPError();
@@ -131,19 +134,19 @@ PyObject* ClearCachePy(PyObject*, PyObject*) {
 
 PyObject* MakePythonTablePy(PyObject*, PyObject* args) {
   PyObject *to_dlpack, *from_dlpack, *current_stream, *allocate;
-  const char* c_import = nullptr;
-  if (!PyArg_ParseTuple(args, "OOOO|z", &to_dlpack, &from_dlpack, &current_stream, &allocate, &c_import)) {
+  PyObject* importer = Py_None;
+  if (!PyArg_ParseTuple(args, "OOOO|O", &to_dlpack, &from_dlpack, &current_stream, &allocate, &importer)) {
     return nullptr;
   }
-  return MakePythonTable(to_dlpack, from_dlpack, current_stream, allocate, c_import);
+  return MakePythonTable(to_dlpack, from_dlpack, current_stream, allocate, importer);
 }
 
 PyObject* MakeAdapterTablePy(PyObject*, PyObject* args) {
   PyObject *capsule, *name;
-  const char* read_only;
+  PyObject* read_only;
   int python = 0, negative_strides = 1;
   PyObject* complex_check = Py_None;
-  if (!PyArg_ParseTuple(args, "OUs|pOp", &capsule, &name, &read_only, &python, &complex_check, &negative_strides)) {
+  if (!PyArg_ParseTuple(args, "OUO|pOp", &capsule, &name, &read_only, &python, &complex_check, &negative_strides)) {
     return nullptr;
   }
   return MakeAdapterTable(capsule, name, read_only, python != 0, complex_check, negative_strides != 0);
@@ -153,6 +156,19 @@ PyObject* NumpyExchangeAPIPy(PyObject*, PyObject*) {
   const DLPackExchangeAPI* api = NumpyExchangeAPI();
   if (!api) return nullptr;
   return PyCapsule_New(const_cast<DLPackExchangeAPI*>(api), "dlpack_exchange_api", nullptr);
+}
+
+// C functions compiled into the core for the first-party numpy and jax adapters, handed
+// out as the capsules any adapter can supply (tensorplug.exchange).
+const ReadOnlyProbe kNumpyReadOnlyProbe{NumpyIsReadOnly};
+const Importer kJaxImporter{Guarded<JaxManaged>, Guarded<JaxView>};  // C code calls them
+
+PyObject* NumpyReadOnlyProbePy(PyObject*, PyObject*) {
+  return PyCapsule_New(const_cast<ReadOnlyProbe*>(&kNumpyReadOnlyProbe), "tensorplug.read_only_probe", nullptr);
+}
+
+PyObject* JaxImporterPy(PyObject*, PyObject*) {
+  return PyCapsule_New(const_cast<Importer*>(&kJaxImporter), "tensorplug.importer", nullptr);
 }
 
 PyObject* GetStreamPy(PyObject*, PyObject* args) {
@@ -301,7 +317,7 @@ PyObject* SetSignatureBuilderPy(PyObject*, PyObject* fn) {
 PyObject* ABIVersionPy(PyObject*, PyObject*) { return PyLong_FromLong(TPGetABIVersion()); }
 
 PyMethodDef kMethods[] = {
-    {"load_library", GuardedMethod<LoadLibrary>(), METH_O, "load_library(path) -> (handle, names)"},
+    {"load_library", GuardedMethod<LoadLibrary>(), METH_VARARGS, "load_library(path, flags=0) -> (handle, names)"},
     {"get_function", GuardedMethod<GetFunction>(), METH_VARARGS, "get_function(handle, name, release_gil=True) -> Function"},
     {"register_global_func", GuardedMethod<RegisterGlobalFunc>(), METH_VARARGS, "register_global_func(name, f, override=False)"},
     {"get_global_func", GuardedMethod<GetGlobalFunc>(), METH_O, "get_global_func(name) -> Function | None"},
@@ -310,10 +326,12 @@ PyMethodDef kMethods[] = {
     {"set_resolver", GuardedMethod<SetResolverPy>(), METH_O, "set_resolver(fn): fn(type) -> adapter table capsule | None"},
     {"clear_adapter_cache", GuardedMethod<ClearCachePy>(), METH_NOARGS, "forget every per-type adapter"},
     {"make_python_table", GuardedMethod<MakePythonTablePy>(), METH_VARARGS,
-     "make_python_table(to_dlpack, from_dlpack, current_stream, allocate, c_import=None) -> exchange API capsule"},
+     "make_python_table(to_dlpack, from_dlpack, current_stream, allocate, importer=None) -> exchange API capsule"},
     {"make_adapter_table", GuardedMethod<MakeAdapterTablePy>(), METH_VARARGS,
-     "make_adapter_table(capsule, name, read_only, python=False, complex_check=None, negative_strides=True) -> adapter table capsule"},
+     "make_adapter_table(capsule, name, read_only: bool | probe capsule, python=False, complex_check=None, negative_strides=True) -> adapter table capsule"},
     {"numpy_exchange_api", GuardedMethod<NumpyExchangeAPIPy>(), METH_NOARGS, "the core's numpy exchange API capsule"},
+    {"numpy_read_only_probe", GuardedMethod<NumpyReadOnlyProbePy>(), METH_NOARGS, "the numpy WRITEABLE-flag read-only probe capsule"},
+    {"jax_importer", GuardedMethod<JaxImporterPy>(), METH_NOARGS, "the C importer capsule for jax arrays"},
     {"get_stream", GuardedMethod<GetStreamPy>(), METH_VARARGS, "get_stream(device_type, device_id) -> int | None"},
     {"live_overrides", GuardedMethod<LiveOverridesPy>(), METH_O, "live_overrides(delta) -> count of live override contexts"},
     {"_throw_for_test", GuardedMethod<ThrowForTestPy>(), METH_O, "throw a C++ exception (tests of the barrier)"},

@@ -66,9 +66,9 @@ int32_t DeviceTypeFromName(const std::string& name) {
 
 bool DTypeFromString(const char* s, DLDataType* out) {
   std::string name(s);
-  for (const char* prefix : {"torch.", "paddle.", "numpy.", "jnp.", "dtype('"}) {
-    if (name.rfind(prefix, 0) == 0) name = name.substr(strlen(prefix));
-  }
+  // Framework dtype objects print as "<module>.<name>" (torch.float32) or dtype('<name>').
+  if (name.rfind("dtype('", 0) == 0) name = name.substr(strlen("dtype('"));
+  if (size_t dot = name.rfind('.'); dot != std::string::npos) name = name.substr(dot + 1);
   if (!name.empty() && name.back() == ')') name.pop_back();
   if (!name.empty() && name.back() == '\'') name.pop_back();
   auto lookup = [](const std::string& n, DLDataType* dtype) {

@@ -6,7 +6,7 @@ back as ``tensorplug.Tensor``, which every framework imports through DLPack.
 
 from __future__ import annotations
 
-from tensorplug import AdapterInfo, ExchangeTable, hookimpl
+from tensorplug import AdapterInfo, ExchangeTable, empty, hookimpl
 
 _table: ExchangeTable | None = None
 
@@ -15,16 +15,10 @@ def _identity(tensor):
     return tensor
 
 
-def _allocate(shape, dtype, device):
-    from tensorplug import _core
-
-    return _core.empty(shape, dtype, device)
-
-
 def _dlpack_table() -> ExchangeTable:
     global _table
     if _table is None:
-        _table = ExchangeTable.from_python("dlpack", from_dlpack=_identity, allocate=_allocate)
+        _table = ExchangeTable.from_python("dlpack", from_dlpack=_identity, allocate=empty)
     return _table
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from tensorplug import AdapterInfo, ExchangeTable, hookimpl
+from tensorplug import AdapterInfo, ExchangeTable, empty, exchange, hookimpl
 
 _tables: dict[str, ExchangeTable] = {}
 
@@ -27,9 +27,7 @@ def _allocate(shape, dtype, device):
     if device.type == "cpu":
         # A fresh CPU buffer from tensorplug's allocator (numpy cannot export ml_dtypes
         # such as bfloat16 through DLPack); jax imports it when the result is returned.
-        from tensorplug import _core
-
-        return _core.empty(shape, dtype, device)
+        return empty(shape, dtype, device)
     platform = "gpu" if device.type in ("cuda", "rocm") else device.type
     return jax.numpy.empty(shape, dtype=dtype, device=jax.devices(platform)[device.index])
 
@@ -45,14 +43,14 @@ def _array_table() -> ExchangeTable:
     if "array" not in _tables:
         # The core's C importer reads the array directly: __dlpack__ costs about 2 us.
         _tables["array"] = ExchangeTable.from_python(
-            "jax", from_dlpack=_from_dlpack, allocate=_allocate, read_only="always", c_import="jax")
+            "jax", from_dlpack=_from_dlpack, allocate=_allocate, read_only=True, importer=exchange.jax_importer())
     return _tables["array"]
 
 
 def _tracer_table() -> ExchangeTable:
     if "tracer" not in _tables:
         _tables["tracer"] = ExchangeTable.from_python("jax", from_dlpack=_from_dlpack, to_dlpack=_refuse_tracer,
-                                                      read_only="always")
+                                                      read_only=True)
     return _tables["tracer"]
 
 

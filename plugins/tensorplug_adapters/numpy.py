@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from tensorplug import AdapterInfo, ExchangeTable, hookimpl
+from tensorplug import AdapterInfo, ExchangeTable, exchange, hookimpl
 
 _table: ExchangeTable | None = None
 
@@ -16,9 +16,8 @@ _table: ExchangeTable | None = None
 def _numpy_table() -> ExchangeTable:
     global _table
     if _table is None:
-        from tensorplug import _core
-
-        _table = ExchangeTable.from_capsule(_core.numpy_exchange_api(), "numpy", read_only="numpy")
+        _table = ExchangeTable.from_capsule(exchange.numpy_exchange_api(), "numpy",
+                                            read_only=exchange.numpy_read_only_probe())
     return _table
 
 

@@ -10,7 +10,9 @@ pytest loads this module through tensorplug's ``pytest11`` entry point. It adds
   of them selected) and ``tensorplug_kernels`` (the kit's kernel library, compiled once
   per session);
 - the hook ``pytest_tensorplug_framework(name)`` (:mod:`tensorplug.testing.hooks`), through
-  which a conftest plugs in the Framework of an adapter whose tensors the kit cannot make;
+  which a pytest plugin or conftest plugs in the :class:`Framework` of an adapter (the
+  first-party ones do, from ``tensorplug_adapters.testing``); an adapter with none is
+  tested through the generic :class:`AdapterFramework`;
 - the capability report at the end of the run.
 
 The checks are in :mod:`tensorplug.testing.conformance`; run them with
@@ -31,13 +33,13 @@ from pathlib import Path
 
 import pytest
 
-from .._frameworks import (DTYPES, AdapterFramework, DLPackArray, Framework, Unsupported, contiguous_strides,
-                           get_framework, make_tensor, numpy_view, sample)
+from .framework import (DTYPES, AdapterFramework, Framework, NumpyBackedFramework, TensorplugFramework, Unsupported,
+                        contiguous_strides, make_tensor, numpy_view, sample)
 from .report import CAPABILITIES, CapabilityReport
 
-__all__ = ["CAPABILITIES", "DTYPES", "KERNELS_SOURCE", "AdapterFramework", "DLPackArray", "Framework", "Unsupported",
-           "all_adapters", "capability", "contiguous_strides", "get_framework", "make_tensor", "numpy_view",
-           "run_isolated", "sample"]
+__all__ = ["CAPABILITIES", "DTYPES", "KERNELS_SOURCE", "AdapterFramework", "Framework", "NumpyBackedFramework",
+           "TensorplugFramework", "Unsupported", "all_adapters", "capability", "contiguous_strides", "make_tensor",
+           "numpy_view", "run_isolated", "sample"]
 
 KERNELS_SOURCE = Path(__file__).with_name("kernels.cc")
 
@@ -75,21 +77,39 @@ def pytest_addoption(parser):
                          "separated; default: every discovered adapter and 'tensorplug')")
 
 
+@pytest.hookimpl(trylast=True)  # after conftests' pytest_configure, which may register adapters
 def pytest_configure(config):
     config.addinivalue_line("markers", "tensorplug_capability(name): the adapter capability a test checks")
     config.stash[_frameworks_key] = {}
     config.pluginmanager.register(CapabilityReport(), "tensorplug-capability-report")
+    if config.getoption("tensorplug_adapter"):
+        _selected(config)  # a misspelled name is one usage error, before any collection
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_tensorplug_framework(name):
-    return get_framework(name)
+    """The kit's own answer, asked last: ``tensorplug.Tensor`` for ``"tensorplug"``, else
+    the generic :class:`AdapterFramework` of any loaded adapter of that name."""
+    if name == "tensorplug":
+        return TensorplugFramework()
+    import tensorplug
+
+    for record in tensorplug.adapters():
+        if record.name == name and record.error is None:
+            return AdapterFramework(record)
+    return None
 
 
 def _selected(config) -> list[str]:
     if _selected_key not in config.stash:
         names = [n.strip() for option in config.getoption("tensorplug_adapter") for n in option.split(",")]
-        config.stash[_selected_key] = list(dict.fromkeys(n for n in names if n)) or all_adapters()
+        names = list(dict.fromkeys(n for n in names if n))
+        known = all_adapters()
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise pytest.UsageError(f"--tensorplug-adapter: no adapter named {', '.join(map(repr, unknown))} "
+                                    f"(adapters: {', '.join(known)})")
+        config.stash[_selected_key] = names or known
     return config.stash[_selected_key]
 
 

@@ -24,7 +24,8 @@ import pytest
 import tensorplug
 from tensorplug import _core
 from tensorplug._types import as_device
-from tensorplug.testing import DTYPES, Unsupported, capability, get_framework, make_tensor, numpy_view, run_isolated
+from tensorplug.testing import (DTYPES, TensorplugFramework, Unsupported, capability, make_tensor, numpy_view,
+                                run_isolated)
 
 __all__ = ["TestExchange", "TestDtypes", "TestLayouts", "TestReadOnly", "TestStream", "TestAllocator", "TestOutput",
            "TestErrors", "TestMixed"]
@@ -389,7 +390,7 @@ class TestOutput:
 
         fw = tensorplug_adapter
         needs_host(fw)
-        source = get_framework("tensorplug")
+        source = TensorplugFramework()
         if source.missing():
             pytest.skip(source.missing())
         other, expected = make(source)

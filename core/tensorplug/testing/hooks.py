@@ -10,7 +10,9 @@ def pytest_tensorplug_framework(name: str):
     """Return the :class:`tensorplug.testing.Framework` that makes and reads the tensors
     of adapter ``name``, or None to leave it to other implementations.
 
-    Implement it in a ``conftest.py`` (or any pytest plugin) to test an adapter whose
-    tensors the kit cannot make on its own. The kit's own implementation runs last: the
-    built-in frameworks, then a generic one for any other registered adapter.
+    Implement it in a pytest plugin (a ``pytest11`` entry point, as each first-party
+    adapter does in ``tensorplug_adapters.testing``) or a ``conftest.py`` to test an
+    adapter whose tensors the kit cannot make on its own. The kit's own implementation
+    runs last: ``tensorplug.Tensor``, then the generic
+    :class:`tensorplug.testing.AdapterFramework` for any other loaded adapter.
     """
