@@ -2,8 +2,9 @@
 
 Each context sets the ContextVar ``_core.overrides`` for the code it encloses, so asyncio
 tasks and threads each see only the contexts they entered themselves. Its value is None
-or a tuple ``(streams, output)``: ``streams`` a tuple of ``(device_type, device_id,
-handle)``, one per device; ``output`` an adapter table capsule or None. A call applies
+or a tuple ``(streams, output, packed)``: ``streams`` a tuple of ``(device_type,
+device_id, handle)``, one per device; ``output`` an adapter table capsule or None;
+``packed`` the same as bytes the core reads without conversions. A call applies
 the current value to the thread's environment for its own duration and restores it
 after. ``_core.live_overrides`` counts contexts entered and not yet left anywhere; while
 it is zero a call does not read the ContextVar at all (the common case costs nothing).
@@ -20,7 +21,7 @@ _overrides = _core.overrides
 
 def _current():
     state = _overrides.get(None)
-    return state if state is not None else ((), None)
+    return state[:2] if state is not None else ((), None)
 
 
 class _OverrideContext:
@@ -31,7 +32,8 @@ class _OverrideContext:
 
     def __enter__(self):
         streams, output = _current()
-        state = self._new_state(streams, output)
+        streams, output = self._new_state(streams, output)
+        state = (streams, output, _core.pack_overrides(streams, output))
         token = _overrides.set(state)
         # One object may be entered again while active (nested with-blocks).
         self.__dict__.setdefault("_entered", []).append((token, state))

@@ -65,40 +65,62 @@ PyObject* OverrideVar() {
   return var;
 }
 
+// What a call applies, packed once when a context is entered (a bytes object, the third
+// item of the ContextVar's tuple): reading it costs no Python integer conversions.
+struct PackedOverrides {
+  AdapterTable* output;
+  int32_t num_streams;
+  struct {
+    int32_t device_type, device_id;
+    void* stream;
+  } streams[1];  // num_streams of them
+};
+
+// _core.pack_overrides(streams, output) -> bytes, for tensorplug._context.
+PyObject* PackOverrides(PyObject* streams, PyObject* output_capsule) {
+  if (!PyTuple_Check(streams)) return PyErr_Format(PyExc_TypeError, "pack_overrides(): streams must be a tuple");
+  Py_ssize_t n = PyTuple_GET_SIZE(streams);
+  if (n > kMaxStreamOverrides) {
+    return PyErr_Format(PyExc_ValueError, "more than %d devices have a stream override in this context",
+                        kMaxStreamOverrides);
+  }
+  const size_t size = sizeof(PackedOverrides) + sizeof(PackedOverrides::streams[0]) * size_t(n);
+  PyObject* bytes = PyBytes_FromStringAndSize(nullptr, Py_ssize_t(size));
+  if (!bytes) return nullptr;
+  auto* packed = reinterpret_cast<PackedOverrides*>(PyBytes_AS_STRING(bytes));
+  std::memset(packed, 0, size);
+  packed->num_streams = int32_t(n);
+  if (output_capsule != Py_None) {
+    packed->output = static_cast<AdapterTable*>(PyCapsule_GetPointer(output_capsule, "tensorplug.adapter_table"));
+    if (!packed->output) return Py_DECREF(bytes), nullptr;
+  }
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    int device_type = 0, device_id = 0;
+    PyObject* handle = nullptr;
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(streams, i), "iiO", &device_type, &device_id, &handle)) {
+      return Py_DECREF(bytes), nullptr;
+    }
+    void* stream = handle == Py_None ? nullptr : PyLong_AsVoidPtr(handle);
+    if (PyErr_Occurred()) return Py_DECREF(bytes), nullptr;
+    packed->streams[i] = {device_type, device_id, stream};
+  }
+  return bytes;
+}
+
 bool AppliedOverrides::Apply() {
   PyObject* state = nullptr;
   if (PyContextVar_Get(OverrideVar(), Py_None, &state) < 0) return false;
-  bool ok = true;
   if (state != Py_None) {
-    // Built by tensorplug._context only: (streams, output), checked there.
-    PyObject* stream_list = PyTuple_GET_ITEM(state, 0);
-    PyObject* output_capsule = PyTuple_GET_ITEM(state, 1);
-    if (output_capsule != Py_None) {
-      output = static_cast<AdapterTable*>(PyCapsule_GetPointer(output_capsule, "tensorplug.adapter_table"));
-      ok = output != nullptr;
-    }
-    Py_ssize_t n = PyTuple_GET_SIZE(stream_list);
-    if (ok && n > kMaxStreamOverrides) {
-      PyErr_Format(PyExc_RuntimeError, "more than %d devices have a stream override in this context",
-                   kMaxStreamOverrides);
-      ok = false;
-    }
-    for (Py_ssize_t i = 0; ok && i < n; ++i) {
-      PyObject* entry = PyTuple_GET_ITEM(stream_list, i);
-      int32_t device_type = int32_t(PyLong_AsLong(PyTuple_GET_ITEM(entry, 0)));
-      int32_t device_id = int32_t(PyLong_AsLong(PyTuple_GET_ITEM(entry, 1)));
-      PyObject* handle = PyTuple_GET_ITEM(entry, 2);
-      void* stream = handle == Py_None ? nullptr : PyLong_AsVoidPtr(handle);
-      if (PyErr_Occurred()) {
-        ok = false;
-        break;
-      }
-      streams[num_streams++] = {device_type, device_id, TPEnvSetStream(device_type, device_id, stream)};
+    // Built by tensorplug._context only: (streams, output, packed).
+    const auto* packed = reinterpret_cast<const PackedOverrides*>(PyBytes_AS_STRING(PyTuple_GET_ITEM(state, 2)));
+    output = packed->output;
+    for (int32_t i = 0; i < packed->num_streams; ++i) {
+      const auto& e = packed->streams[i];
+      streams[num_streams++] = {e.device_type, e.device_id, TPEnvSetStream(e.device_type, e.device_id, e.stream)};
     }
   }
   Py_DECREF(state);
-  if (!ok) Restore();
-  return ok;
+  return true;
 }
 
 void AppliedOverrides::Restore() {

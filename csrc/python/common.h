@@ -237,9 +237,11 @@ int64_t* ScratchAlloc(int32_t count);
 
 // -------------------------------------------------- call overrides (context) ----
 // use_stream / use_raw_stream / output_framework are context-local (contextvars): the
-// ContextVar OverrideVar() holds None or a tuple (streams, output): `streams` a tuple of
-// (device_type, device_id, handle or None), one per device; `output` an adapter table
-// capsule or None. Entering and leaving are Python code (tensorplug._context).
+// ContextVar OverrideVar() holds None or a tuple (streams, output, packed): `streams` a
+// tuple of (device_type, device_id, handle or None), one per device; `output` an adapter
+// table capsule or None; `packed` the same as a PackedOverrides in a bytes object (made by
+// _core.pack_overrides when a context is entered). Entering and leaving are Python code
+// (tensorplug._context).
 // g_live_overrides counts contexts entered and not yet left, in every thread and task:
 // while it is 0 a call reads no ContextVar at all.
 PyObject* OverrideVar();
@@ -253,7 +255,8 @@ struct AppliedOverrides {
     int32_t device_type, device_id;
     void* previous;
   } streams[kMaxStreamOverrides];
-  // Read the current context's overrides and set their streams; false with an error set.
+  // Read the current context's overrides and set their streams; false with an error set
+  // (only when the ContextVar cannot be read).
   bool Apply();
   // Put the streams back (in reverse order).
   void Restore();

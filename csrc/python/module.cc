@@ -13,6 +13,7 @@ bool InitFunctionType(PyObject* module);
 void SetResolver(PyObject* resolver);
 void ClearAdapterCache();
 void SetSignatureBuilder(PyObject* builder);
+PyObject* PackOverrides(PyObject* streams, PyObject* output_capsule);
 PyObject* MakePythonTable(PyObject*, PyObject*, PyObject*, PyObject*, PyObject* importer);
 PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, PyObject* read_only, bool python,
                            PyObject* complex_check, bool negative_strides);
@@ -188,6 +189,12 @@ PyObject* LiveOverridesPy(PyObject*, PyObject* arg) {
   return PyLong_FromLongLong(g_live_overrides.fetch_add(delta) + delta);
 }
 
+PyObject* PackOverridesPy(PyObject*, PyObject* args) {
+  PyObject *streams, *output;
+  if (!PyArg_ParseTuple(args, "OO", &streams, &output)) return nullptr;
+  return PackOverrides(streams, output);
+}
+
 // Tests of the C++ exception barrier: throws the named C++ exception inside a guarded
 // entry point, as a bug in the binding would.
 PyObject* ThrowForTestPy(PyObject*, PyObject* arg) {
@@ -333,6 +340,7 @@ PyMethodDef kMethods[] = {
     {"numpy_read_only_probe", GuardedMethod<NumpyReadOnlyProbePy>(), METH_NOARGS, "the numpy WRITEABLE-flag read-only probe capsule"},
     {"jax_importer", GuardedMethod<JaxImporterPy>(), METH_NOARGS, "the C importer capsule for jax arrays"},
     {"get_stream", GuardedMethod<GetStreamPy>(), METH_VARARGS, "get_stream(device_type, device_id) -> int | None"},
+    {"pack_overrides", GuardedMethod<PackOverridesPy>(), METH_VARARGS, "pack_overrides(streams, output) -> bytes a call applies"},
     {"live_overrides", GuardedMethod<LiveOverridesPy>(), METH_O, "live_overrides(delta) -> count of live override contexts"},
     {"_throw_for_test", GuardedMethod<ThrowForTestPy>(), METH_O, "throw a C++ exception (tests of the barrier)"},
     {"bound_allocator", GuardedMethod<BoundAllocatorPy>(), METH_NOARGS, "the thread's bound allocator address (0: default)"},
