@@ -7,7 +7,7 @@ declared with ``tensorplug.op`` and as a native ``torch.library`` operator
 (``TORCH_LIBRARY``, built by ``torch.utils.cpp_extension.load_inline`` against the torch
 headers the wheel ships). Each is called eagerly and inside ``torch.compile`` (``fullgraph``,
 each backend), on small tensors so that the call overhead dominates; the time per call is
-the best of ``--repeat`` timed loops of ``--calls`` calls. Target (issue 11): tensorplug at
+the best of ``--repeat`` timed loops of ``--calls`` calls, the two sides alternating. Target (issue 11): tensorplug at
 most 1.2x the native registration inside ``torch.compile``. Results: benchmarks/README.md.
 """
 
@@ -67,16 +67,20 @@ TORCH_LIBRARY_IMPL(bench_native, CPU, m) {
 """
 
 
-def best_per_call_us(fn, calls: int, repeat: int) -> float:
-    for _ in range(max(calls // 10, 10)):
-        fn()  # warm up (compiles on the first call)
-    best = float("inf")
+def best_per_call_us(fns, calls: int, repeat: int) -> list[float]:
+    """Best time per call of each of ``fns``, in us; the loops alternate between them, so
+    that a machine busy for a while slows all of them alike."""
+    for fn in fns:
+        for _ in range(max(calls // 10, 10)):
+            fn()  # warm up (compiles on the first call)
+    best = [float("inf")] * len(fns)
     for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, time.perf_counter() - start)
-    return best / calls * 1e6
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            best[i] = min(best[i], time.perf_counter() - start)
+    return [b / calls * 1e6 for b in best]
 
 
 def torch_rows(calls: int, repeat: int, backends: list[str]) -> list[dict]:
@@ -110,8 +114,7 @@ def torch_rows(calls: int, repeat: int, backends: list[str]) -> list[dict]:
                 tp_call = torch.compile(tp_fn, backend=mode, fullgraph=True)
                 native_call = torch.compile(native_fn, backend=mode, fullgraph=True)
                 torch.testing.assert_close(tp_call(x, y), native_call(x, y))
-            tp_us = best_per_call_us(lambda: tp_call(x, y), calls, repeat)
-            native_us = best_per_call_us(lambda: native_call(x, y), calls, repeat)
+            tp_us, native_us = best_per_call_us([lambda: tp_call(x, y), lambda: native_call(x, y)], calls, repeat)
             rows.append({"framework": "torch", "kernel": kernel, "mode": mode, "tensorplug_us": tp_us,
                          "native_us": native_us, "ratio": tp_us / native_us})
     return rows
