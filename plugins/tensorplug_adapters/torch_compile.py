@@ -53,7 +53,7 @@ def declared(op) -> None:
     with _lock:
         if torch is None or not hasattr(torch, "library"):  # absent, or being imported
             _pending.append(op)
-            _TorchImportWatcher.install()
+            _install_watcher()
             return
         _register_pending(torch)
         _register(torch, op)
@@ -161,23 +161,6 @@ class _TorchImportWatcher(MetaPathFinder):
     ``sys.meta_path``. It answers only for the name ``torch`` and finds nothing itself: it
     wraps the loader that the other finders return."""
 
-    _installed = None
-
-    @classmethod
-    def install(cls) -> None:
-        if cls._installed is None:
-            cls._installed = cls()
-            sys.meta_path.insert(0, cls._installed)
-
-    @classmethod
-    def uninstall(cls) -> None:
-        if cls._installed is not None:
-            try:
-                sys.meta_path.remove(cls._installed)
-            except ValueError:
-                pass
-            cls._installed = None
-
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "torch":
             return None
@@ -192,24 +175,44 @@ class _TorchImportWatcher(MetaPathFinder):
         return None
 
 
+_watcher: _TorchImportWatcher | None = None
+
+
+def _install_watcher() -> None:
+    global _watcher
+    if _watcher is None:
+        _watcher = _TorchImportWatcher()
+        sys.meta_path.insert(0, _watcher)
+
+
+def _uninstall_watcher() -> None:
+    global _watcher
+    if _watcher is not None:
+        try:
+            sys.meta_path.remove(_watcher)
+        except ValueError:
+            pass
+        _watcher = None
+
+
 class _ThenRegister:
     """A loader running ``loader`` and then registering the waiting ops."""
 
     def __init__(self, loader):
-        self._loader = loader
+        self.loader = loader
 
     def create_module(self, spec):
-        return self._loader.create_module(spec)
+        return self.loader.create_module(spec)
 
     def exec_module(self, module):
-        self._loader.exec_module(module)
+        self.loader.exec_module(module)
         # The module is torch, fully imported. Restore the real loader for anything that reads it.
-        module.__loader__ = self._loader
+        module.__loader__ = self.loader
         if module.__spec__ is not None:
-            module.__spec__.loader = self._loader
-        _TorchImportWatcher.uninstall()
+            module.__spec__.loader = self.loader
+        _uninstall_watcher()
         with _lock:
             _register_pending(module)
 
     def __getattr__(self, name):
-        return getattr(self._loader, name)
+        return getattr(self.loader, name)
