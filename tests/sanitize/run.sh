@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# AddressSanitizer + UndefinedBehaviorSanitizer run of the test suite (which includes the
+# short fuzz run, tests/fuzz/test_fuzz.py). Zero sanitizer reports is the bar: any report
+# fails the script, and every report is printed.
+#
+#   tests/sanitize/run.sh [pytest args...]      # default: the whole suite
+#
+# The developer's environment is left alone: the instrumented build goes into a separate
+# virtual environment under $TENSORPLUG_SANITIZE_DIR (default: a new temporary directory)
+# whose site-packages is layered over the current environment's (a path line in a .pth
+# file: the current environment's packages are importable, but its own .pth files -- the
+# editable install's finder -- are not run, so `import tensorplug`, the `tensorplug.adapters`
+# entry points and the `tensorplug` script all come from the instrumented build).
+#
+# The interpreter is not instrumented, so libasan is preloaded (with libstdc++, which the
+# ASan runtime must find already loaded to intercept C++ exceptions). Tools the suite spawns
+# that do not tolerate the preload (compilers, linkers, cmake, ninja, ldd) run through
+# wrappers on PATH that drop LD_PRELOAD. Leak detection is off: the interpreter and the
+# frameworks keep memory until exit by design (benchmarks/leak.py measures leaks instead).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$ROOT"
+
+PYTHON="${PYTHON:-python3}"
+WORK="${TENSORPLUG_SANITIZE_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/tensorplug-sanitize-XXXXXX")}"
+mkdir -p "$WORK"
+VENV="$WORK/venv" LOGS="$WORK/logs" BIN="$WORK/nopreload"
+rm -rf "$LOGS" "$BIN"
+mkdir -p "$LOGS" "$BIN"
+start=$(date +%s)
+
+# ---- 1. a venv layered over the current environment's packages ------------------------
+base_site=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv --without-pip "$VENV"
+fi
+site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$base_site" > "$site/_tensorplug_sanitize_layer.pth"
+
+# ---- 2. the instrumented build (pip comes from the layered packages) -------------------
+echo "+ building tensorplug with TENSORPLUG_SANITIZE=ON into $VENV"
+"$VENV/bin/python" -m pip install --quiet --no-deps --no-build-isolation --force-reinstall \
+  -C cmake.define.TENSORPLUG_SANITIZE=ON -C build-dir="$WORK/build" "$ROOT"
+# ---- 3. tools that must not run with the preload -----------------------------------------
+for tool in cc c++ gcc g++ ld cmake ninja make ldd; do
+  real=$(command -v "$tool" || true)
+  [ -n "$real" ] || continue
+  printf '#!/bin/sh\nunset LD_PRELOAD\nexec %s "$@"\n' "$real" > "$BIN/$tool"
+  chmod +x "$BIN/$tool"
+done
+
+# ---- 4. the run -------------------------------------------------------------------------------
+libasan=$(gcc -print-file-name=libasan.so)
+libstdcxx=$(gcc -print-file-name=libstdc++.so)
+built=$(LD_PRELOAD="$libasan $libstdcxx" ASAN_OPTIONS=detect_leaks=0 "$VENV/bin/python" -c 'import tensorplug._core as c; print(c.__file__)')
+case "$built" in
+  "$site"/*) ;;
+  *) echo "sanitize: tensorplug resolves to $built, not the instrumented build in $site" >&2; exit 2 ;;
+esac
+if ! nm -D "$(dirname "$built")/lib/libtensorplug.so" | grep -q __asan; then
+  echo "sanitize: $(dirname "$built")/lib/libtensorplug.so is not instrumented" >&2; exit 2
+fi
+
+export LD_PRELOAD="$libasan $libstdcxx"
+# allocator_may_return_null: a huge request must reach tensorplug's MemoryError path, not
+# an ASan abort; halt_on_error with log_path: the first report ends the process and is kept.
+export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:allocator_may_return_null=1:log_path=$LOGS/asan:detect_odr_violation=0:handle_segv=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$LOGS/ubsan"
+export PATH="$BIN:$VENV/bin:$PATH"
+export CC="$BIN/cc" CXX="$BIN/c++"
+export TENSORPLUG_CACHE_DIR="$WORK/kernel-cache"  # kernels compiled for this build only
+unset VIRTUAL_ENV PYTHONPATH
+
+set +e
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider "${@:-tests}"
+status=$?
+set -e
+unset LD_PRELOAD
+
+# ---- 5. the verdict: any sanitizer report fails -----------------------------------------
+reports=$(find "$LOGS" -type f -size +0 | sort)
+elapsed=$(( $(date +%s) - start ))
+if [ -n "$reports" ]; then
+  echo "sanitize: $(echo "$reports" | wc -l) sanitizer report(s) (logs in $LOGS):"
+  for f in $reports; do
+    echo "==== $f"
+    grep -E "ERROR: AddressSanitizer|runtime error:|SUMMARY:|^    #[0-9] " "$f" | head -20
+  done
+  echo "sanitize: FAILED in ${elapsed}s"
+  exit 1
+fi
+echo "sanitize: no sanitizer reports; pytest exit status $status; ${elapsed}s"
+exit "$status"
