@@ -72,16 +72,24 @@ export TENSORPLUG_CACHE_DIR="$WORK/kernel-cache"  # kernels compiled for this bu
 unset VIRTUAL_ENV PYTHONPATH
 
 set +e
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider "${@:-tests}"
-status=$?
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider "${@:-tests}" 2>&1 | tee "$WORK/pytest.out"
+status=${PIPESTATUS[0]}
 set -e
 unset LD_PRELOAD
 
 # ---- 5. the verdict: any sanitizer report fails -----------------------------------------
+# ASan writes each report to $LOGS; UBSan (in the ASan runtime) prints to stderr whatever
+# log_path says, so its reports are found in pytest's output (a UB report halts its process,
+# and a test whose subprocess died prints the subprocess's stderr).
 reports=$(find "$LOGS" -type f -size +0 | sort)
+ub_reports=$(grep -c -E "runtime error:" "$WORK/pytest.out" || true)
 elapsed=$(( $(date +%s) - start ))
-if [ -n "$reports" ]; then
-  echo "sanitize: $(echo "$reports" | wc -l) sanitizer report(s) (logs in $LOGS):"
+if [ "$ub_reports" != 0 ]; then
+  echo "sanitize: $ub_reports UndefinedBehaviorSanitizer line(s) in the test output:"
+  grep -E "runtime error:" "$WORK/pytest.out" | sort | uniq -c | head -20
+fi
+if [ -n "$reports" ] || [ "$ub_reports" != 0 ]; then
+  echo "sanitize: $(echo "$reports" | grep -c . || true) AddressSanitizer report(s) (logs in $LOGS):"
   for f in $reports; do
     echo "==== $f"
     grep -E "ERROR: AddressSanitizer|runtime error:|SUMMARY:|^    #[0-9] " "$f" | head -20
