@@ -14,7 +14,7 @@
 #
 # The interpreter is not instrumented, so libasan is preloaded (with libstdc++, which the
 # ASan runtime must find already loaded to intercept C++ exceptions). Tools the suite spawns
-# that do not tolerate the preload (compilers, linkers, cmake, ninja, ldd) run through
+# that do not tolerate the preload (compilers, nvcc, assembler, linkers, cmake, ninja, ldd) run through
 # wrappers on PATH that drop LD_PRELOAD. Leak detection is off: the interpreter and the
 # frameworks keep memory until exit by design (benchmarks/leak.py measures leaks instead).
 set -euo pipefail
@@ -43,7 +43,7 @@ echo "+ building tensorplug with TENSORPLUG_SANITIZE=ON into $VENV"
 "$VENV/bin/python" -m pip install --quiet --no-deps --no-build-isolation --force-reinstall \
   -C cmake.define.TENSORPLUG_SANITIZE=ON -C install.strip=false -C build-dir="$WORK/build" "$ROOT"
 # ---- 3. tools that must not run with the preload -----------------------------------------
-for tool in cc c++ gcc g++ ld cmake ninja make ldd; do
+for tool in cc c++ gcc g++ cpp as ld ar nvcc clang clang++ cmake ninja make ldd; do
   real=$(command -v "$tool" || true)
   [ -n "$real" ] || continue
   printf '#!/bin/sh\nunset LD_PRELOAD\nexec %s "$@"\n' "$real" > "$BIN/$tool"
