@@ -36,7 +36,18 @@ PER_CALL_LIMIT = 1e-3
 OBJECT_FLOOR = 64
 
 
+def under_asan() -> bool:
+    """AddressSanitizer's quarantine holds freed memory, so RSS says nothing under it."""
+    with open("/proc/self/maps") as f:
+        return "libasan" in f.read()
+
+
+ASAN = under_asan()
+
+
 def rss_bytes() -> int:
+    if ASAN:
+        return 0
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
@@ -140,6 +151,8 @@ def main(argv=None) -> int:
     import tensorplug
     from tensorplug import cpp
 
+    if ASAN:
+        print("RSS not measured: AddressSanitizer is loaded (its quarantine keeps freed memory)")
     mod = tensorplug.load_module(cpp.build("example_kernels", [ROOT / "examples" / "kernels" / "kernels.cc"]))
     results, failed = [], False
     print(f"{'framework':<8} {'case':<20} {'calls':>9} {'us/call':>8} {'RSS A':>9} {'RSS B':>9} "
