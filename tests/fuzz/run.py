@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,6 +89,7 @@ class Slice:
         self.number, self.next, self.stop = number, start, stop
         self.log = Path(workdir) / f"worker_{number}.log"
         self.err = Path(workdir) / f"worker_{number}.err"
+        self.out = Path(workdir) / f"worker_{number}.out"  # a file, not a pipe: no blocking
         self.proc = None
         self.last_progress = time.monotonic()
         self.last_size = 0
@@ -95,9 +97,19 @@ class Slice:
     def start(self, args, lib):
         self.log.write_text("")
         self.err_file = open(self.err, "w")
+        self.out_file = open(self.out, "w")
         self.proc = subprocess.Popen(_worker_cmd(args, lib, self.next, self.stop, self.log),
-                                     stdout=subprocess.PIPE, stderr=self.err_file, text=True)
+                                     stdout=self.out_file, stderr=self.err_file, text=True)
         self.last_progress, self.last_size = time.monotonic(), 0
+
+    def finish(self) -> list[str]:
+        """Closes the worker's files; the anomalies it reported."""
+        self.err_file.close()
+        self.out_file.close()
+        found = [ln for ln in self.out.read_text(errors="replace").splitlines() if ln.startswith("ANOMALY")]
+        for line in found:
+            print(line, flush=True)
+        return found
 
 
 def fuzz(args) -> int:
@@ -133,20 +145,14 @@ def fuzz(args) -> int:
                     index, line = _last_case(s.log)
                     hangs.append((index, line))
                     print(f"HANG {line}", flush=True)
-                    code = None
-                    s.err_file.close()
+                    anomalies.extend(s.finish())
                     if index is None or index + 1 >= s.stop:
                         running.remove(s)
                     else:
                         s.next = index + 1
                         s.start(args, lib)
                 continue
-            out = s.proc.stdout.read()
-            s.err_file.close()
-            for line in out.splitlines():
-                if line.startswith("ANOMALY"):
-                    anomalies.append(line)
-                    print(line, flush=True)
+            anomalies.extend(s.finish())
             if code == 0:
                 running.remove(s)
                 continue
@@ -188,8 +194,12 @@ def fuzz(args) -> int:
         print(f"    {_headline(first['stderr'])}")
         if first["case"] is not None:
             print(f"    replay: python tests/fuzz/run.py --seed {args.seed} --case {first['case']}")
-    print(f"logs: {workdir}")
-    return 1 if crashes or hangs or anomalies else 0
+    failed = bool(crashes or hangs or anomalies)
+    if failed or args.keep_logs:
+        print(f"logs: {workdir}")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 1 if failed else 0
 
 
 def main(argv=None) -> int:
@@ -204,6 +214,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-replay", dest="replay", action="store_false",
                    help="do not replay crashing cases alone")
     p.add_argument("--max-replays", type=int, default=50)
+    p.add_argument("--keep-logs", action="store_true", help="keep the case logs of a clean run too")
     p.add_argument("--hang-timeout", type=float, default=120.0, help="seconds without a new case")
     return fuzz(p.parse_args(argv))
 
