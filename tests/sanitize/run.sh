@@ -42,11 +42,12 @@ echo "$base_site" > "$site/_tensorplug_sanitize_layer.pth"
 echo "+ building tensorplug with TENSORPLUG_SANITIZE=ON into $VENV"
 "$VENV/bin/python" -m pip install --quiet --no-deps --no-build-isolation --force-reinstall \
   -C cmake.define.TENSORPLUG_SANITIZE=ON -C install.strip=false -C build-dir="$WORK/build" "$ROOT"
+
 # ---- 3. tools that must not run with the preload -----------------------------------------
 for tool in cc c++ gcc g++ cpp as ld ar nvcc clang clang++ cmake ninja make ldd; do
   real=$(command -v "$tool" || true)
   [ -n "$real" ] || continue
-  printf '#!/bin/sh\nunset LD_PRELOAD\nexec %s "$@"\n' "$real" > "$BIN/$tool"
+  printf '#!/bin/sh\nunset LD_PRELOAD\nexec "%s" "$@"\n' "$real" > "$BIN/$tool"
   chmod +x "$BIN/$tool"
 done
 
