@@ -95,6 +95,7 @@ class Slice:
         self.last_size = 0
 
     def start(self, args, lib):
+        self.began = self.next  # first case of this process (an exit crash names the range)
         self.log.write_text("")
         self.err_file = open(self.err, "w")
         self.out_file = open(self.out, "w")
@@ -159,7 +160,8 @@ def fuzz(args) -> int:
             index, line = _last_case(s.log)
             stderr = s.err.read_text(errors="replace")[-3000:]
             if index is None:  # every case ran: the process died on its way out
-                crashes.append({"case": None, "line": f"at interpreter exit after cases up to {s.stop}",
+                crashes.append({"case": None, "line": f"at interpreter exit after cases {s.began}..{s.stop - 1}",
+                                "range": (s.began, s.stop),
                                 "status": _status(code), "stderr": stderr, "alone": None,
                                 "key": ("<exit>", _status(code))})
                 print(f"CRASH at exit of worker {s.number} ({_status(code)})", flush=True)
@@ -194,6 +196,9 @@ def fuzz(args) -> int:
         print(f"    {_headline(first['stderr'])}")
         if first["case"] is not None:
             print(f"    replay: python tests/fuzz/run.py --seed {args.seed} --case {first['case']}")
+        else:
+            a, b = first["range"]
+            print(f"    replay: python tests/fuzz/run.py --seed {args.seed} --start {a} --calls {b - a} --jobs 1")
     failed = bool(crashes or hangs or anomalies)
     if failed or args.keep_logs:
         print(f"logs: {workdir}")
