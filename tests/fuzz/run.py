@@ -26,6 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+DEFAULT_FRAMEWORKS = "numpy,torch,jax,paddle"
 
 
 def build_kernels() -> str:
@@ -185,6 +186,7 @@ def fuzz(args) -> int:
     elapsed = time.monotonic() - begin
     print(f"\n{args.calls} cases, seed {args.seed}, {jobs} workers, {elapsed:.1f} s: "
           f"{len(crashes)} crashes, {len(hangs)} hangs, {len(anomalies)} anomalies")
+    fw = "" if args.frameworks == DEFAULT_FRAMEWORKS else f" --frameworks {args.frameworks}"
     groups: dict = {}
     for c in crashes:
         groups.setdefault(c["key"], []).append(c)
@@ -195,10 +197,10 @@ def fuzz(args) -> int:
             print(f"    replayed alone: {first['alone']}")
         print(f"    {_headline(first['stderr'])}")
         if first["case"] is not None:
-            print(f"    replay: python tests/fuzz/run.py --seed {args.seed} --case {first['case']}")
+            print(f"    replay: python tests/fuzz/run.py --seed {args.seed} --case {first['case']}{fw}")
         else:
             a, b = first["range"]
-            print(f"    replay: python tests/fuzz/run.py --seed {args.seed} --start {a} --calls {b - a} --jobs 1")
+            print(f"    replay: python tests/fuzz/run.py --seed {args.seed} --start {a} --calls {b - a} --jobs 1{fw}")
     failed = bool(crashes or hangs or anomalies)
     if failed or args.keep_logs:
         print(f"logs: {workdir}")
@@ -213,7 +215,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--start", type=int, default=0, help="first case index")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
-    p.add_argument("--frameworks", default="numpy,torch,jax,paddle",
+    p.add_argument("--frameworks", default=DEFAULT_FRAMEWORKS,
                    help="comma-separated frameworks whose tensors are used (missing ones are skipped)")
     p.add_argument("--case", type=int, help="replay this one case in the foreground")
     p.add_argument("--no-replay", dest="replay", action="store_false",
