@@ -3,23 +3,11 @@
 #include <string>
 #include <vector>
 
-#include "common.h"
+#include "call_env.h"
+#include "function_object.h"
 
 namespace tensorplug::py {
 
-// Defined in the other translation units.
-bool InitTensorType(PyObject* module);
-bool InitFunctionType(PyObject* module);
-void SetResolver(PyObject* resolver);
-void ClearAdapterCache();
-void SetSignatureBuilder(PyObject* builder);
-PyObject* PackOverrides(PyObject* streams, PyObject* output_capsule);
-PyObject* MakePythonTable(PyObject*, PyObject*, PyObject*, PyObject*, PyObject* importer);
-PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, PyObject* read_only, bool python,
-                           PyObject* complex_check, bool negative_strides);
-int MakePythonFunction(PyObject* callable, TPFunctionHandle* out);
-TPFunctionHandle FunctionHandleOf(PyObject* obj);
-extern PyObject* g_device_class;
 
 namespace {
 

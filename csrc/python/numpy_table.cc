@@ -3,7 +3,7 @@
 // array struct directly (numpy's stable C ABI) and is used exactly like a framework's own.
 #define PY_ARRAY_UNIQUE_SYMBOL tensorplug_ARRAY_API
 #define NPY_NO_DEPRECATED_API NPY_2_0_API_VERSION
-#include "common.h"
+#include "call_env.h"
 
 #include <numpy/arrayobject.h>
 

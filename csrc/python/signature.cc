@@ -1,0 +1,67 @@
+// Parsing exported signatures.
+#include "signature.h"
+
+#include <utility>
+
+namespace tensorplug::py {
+
+namespace {
+bool ParseKind(const std::string& s, Kind* kind) {
+  static const std::pair<const char*, Kind> kKinds[] = {
+      {"view", Kind::kView},     {"tensor", Kind::kTensor}, {"int", Kind::kInt},   {"float", Kind::kFloat},
+      {"bool", Kind::kBool},     {"str", Kind::kStr},       {"device", Kind::kDevice},
+      {"dtype", Kind::kDType},   {"func", Kind::kFunc},     {"any", Kind::kAny},
+  };
+  for (const auto& [name, k] : kKinds) {
+    if (s == name) {
+      *kind = k;
+      return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
+const char* KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kView: case Kind::kTensor: return "a tensor";
+    case Kind::kInt: return "an int";
+    case Kind::kFloat: return "a float";
+    case Kind::kBool: return "a bool";
+    case Kind::kStr: return "a str";
+    case Kind::kDevice: return "a device";
+    case Kind::kDType: return "a dtype";
+    case Kind::kFunc: return "a callable";
+    default: return "a tensor, scalar, str, device, dtype, None or callable";
+  }
+}
+
+// "x:view;y:?int->tensor"; returns false on a malformed string.
+bool ParseSignature(const char* text, Signature* sig) {
+  sig->text = text;
+  std::string s(text);
+  size_t arrow = s.find("->");
+  if (arrow == std::string::npos) return false;
+  sig->result = s.substr(arrow + 2);
+  std::string params = s.substr(0, arrow);
+  size_t start = 0;
+  while (start < params.size()) {
+    size_t end = params.find(';', start);
+    if (end == std::string::npos) end = params.size();
+    std::string item = params.substr(start, end - start);
+    size_t colon = item.find(':');
+    if (colon == std::string::npos) return false;
+    Param p;
+    p.name = item.substr(0, colon);
+    std::string kind = item.substr(colon + 1);
+    p.optional = !kind.empty() && kind[0] == '?';
+    if (p.optional) kind = kind.substr(1);
+    if (!ParseKind(kind, &p.kind)) return false;
+    sig->params.push_back(std::move(p));
+    start = end + 1;
+  }
+  sig->known = true;
+  return true;
+}
+
+}  // namespace tensorplug::py
