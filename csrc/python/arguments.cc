@@ -6,8 +6,6 @@
 
 namespace tensorplug::py {
 
-namespace {
-
 PyObject* ArgError(FunctionObject* f, int index, const Param* param, const char* expected, PyObject* obj) {
   if (param) {
     PyErr_Format(PyExc_TypeError, "%U() argument %d '%s': expected %s, got %s", f->name, index + 1,
@@ -42,10 +40,6 @@ void AnnotateError(FunctionObject* f, int index, const Param* param) {
   Py_XDECREF(tb);
 }
 
-
-
-// 0: converted; -1: a specific error is set (an index out of range); -2: not a device
-// (an error may be set, the caller replaces it).
 int ToDevice(PyObject* obj, DLDevice* out) {
   if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 2) {  // (device_type, device_id)
     int type = 0, id = 0;
@@ -79,169 +73,207 @@ int ToDType(PyObject* obj, DLDataType* out) {
   return ok ? 0 : -1;
 }
 
+namespace {
+
+// ---------------------------------------------------------------- converters ----
+// One per parameter kind; each starts from frame.packed[i] = kTPNone (set by the call
+// loop), so a failed conversion leaves nothing for the frame to release.
+
+bool ConvertNone(TPAny& out) {
+  out.type_index = kTPNone;
+  out.v_int64 = 0;
+  return true;
+}
+
+bool ConvertInt(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  TPAny& out = frame.packed[i];
+  if (Py_TYPE(obj) == &PyBool_Type || !PyLong_Check(obj)) return ArgError(f, i, param, "an int", obj), false;
+  out.type_index = kTPInt;
+  out.v_int64 = PyLong_AsLongLong(obj);
+  if (out.v_int64 == -1 && PyErr_Occurred()) return AnnotateError(f, i, param), false;
+  return true;
+}
+
+bool ConvertFloat(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  TPAny& out = frame.packed[i];
+  if (!PyFloat_Check(obj) && !(PyLong_Check(obj) && Py_TYPE(obj) != &PyBool_Type)) {
+    return ArgError(f, i, param, "a float", obj), false;
+  }
+  out.type_index = kTPFloat;
+  out.v_float64 = PyFloat_AsDouble(obj);
+  if (out.v_float64 == -1.0 && PyErr_Occurred()) return AnnotateError(f, i, param), false;
+  return true;
+}
+
+bool ConvertBool(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  TPAny& out = frame.packed[i];
+  if (Py_TYPE(obj) != &PyBool_Type) return ArgError(f, i, param, "a bool", obj), false;
+  out.type_index = kTPBool;
+  out.v_int64 = obj == Py_True;
+  return true;
+}
+
+bool ConvertStr(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  TPAny& out = frame.packed[i];
+  if (!PyUnicode_Check(obj)) return ArgError(f, i, param, "a str", obj), false;
+  out.type_index = kTPRawStr;
+  out.v_c_str = PyUnicode_AsUTF8(obj);  // owned by obj, which outlives the call
+  if (!out.v_c_str) return AnnotateError(f, i, param), false;
+  return true;
+}
+
+bool ConvertDevice(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  TPAny& out = frame.packed[i];
+  out.type_index = kTPDevice;
+  if (int rc = ToDevice(obj, &out.v_device); rc != 0) {
+    if (rc == -1) return AnnotateError(f, i, param), false;
+    PyErr_Clear();
+    return ArgError(f, i, param, "a device such as 'cpu', 'cuda:0' or (device_type, device_id)", obj), false;
+  }
+  return true;
+}
+
+bool ConvertDType(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  TPAny& out = frame.packed[i];
+  out.type_index = kTPDataType;
+  if (ToDType(obj, &out.v_dtype) != 0) {
+    PyErr_Clear();
+    return ArgError(f, i, param, "a dtype such as 'float32'", obj), false;
+  }
+  return true;
+}
+
+// A Python callable other than a tensorplug.Function: a function made for the call.
+bool ConvertCallable(FunctionObject*, CallFrame& frame, int i, PyObject* obj, const Param*) {
+  TPFunctionHandle handle = nullptr;
+  if (MakePythonFunction(obj, &handle) != 0) return RaiseFromTPError(), false;
+  frame.funcs[frame.num_funcs++] = handle;
+  frame.packed[i].type_index = kTPFunction;
+  frame.packed[i].v_func = handle;
+  return true;
+}
+
+bool ConvertFunc(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  if (Py_TYPE(obj) == FunctionType) {  // tensorplug functions pass their handle, lent for the call
+    frame.packed[i].type_index = kTPFunction;
+    frame.packed[i].v_func = reinterpret_cast<FunctionObject*>(obj)->handle;
+    return true;
+  }
+  if (PyCallable_Check(obj)) return ConvertCallable(f, frame, i, obj, param);
+  return ArgError(f, i, param, "a callable", obj), false;
+}
+
+// A tensor through the adapter of its exact type: a view (kTPDLTensorPtr) unless `owning`.
+bool ConvertTensorWith(AdapterTable* table, bool owning, FunctionObject* f, CallFrame& frame, int i, PyObject* obj,
+                       const Param* param) {
+  TPAny& out = frame.packed[i];
+  const DLPackExchangeAPI* api = table->api;
+  PythonTableScope scope(table);
+  DLTensor* view;
+  if (!owning && api->dltensor_from_py_object_no_sync) {
+    view = &frame.views[i];
+    if (api->dltensor_from_py_object_no_sync(obj, view) != 0) return AnnotateError(f, i, param), false;
+    bool read_only = table->read_only == ReadOnlyPolicy::kAlways ||
+                     (table->read_only == ReadOnlyPolicy::kProbe && table->is_read_only(obj));
+    out.type_index = kTPDLTensorPtr;
+    out.flags = read_only ? TP_ANY_FLAG_READ_ONLY : 0;
+    out.v_dltensor = view;
+  } else {
+    DLManagedTensorVersioned* managed = nullptr;
+    if (api->managed_tensor_from_py_object_no_sync(obj, &managed) != 0) return AnnotateError(f, i, param), false;
+    bool read_only = (managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY) || table->read_only == ReadOnlyPolicy::kAlways;
+    view = &managed->dl_tensor;
+    if (owning) {
+      if (read_only) managed->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+      out.type_index = kTPTensor;  // moved to the callee
+      out.v_tensor = managed;
+    } else {
+      frame.owned[frame.num_owned++] = managed;
+      out.type_index = kTPDLTensorPtr;
+      out.flags = read_only ? TP_ANY_FLAG_READ_ONLY : 0;
+      out.v_dltensor = view;
+    }
+  }
+  if (!CheckTensorLayout(*view, "tensor", PyExc_BufferError)) {
+    return AnnotateError(f, i, param), false;  // the frame releases the export
+  }
+  if (table->complex_check && view->dtype.code == kDLComplex) {
+    PyObject* ok = PyObject_CallOneArg(table->complex_check, obj);
+    if (!ok) return AnnotateError(f, i, param), false;  // the frame releases the export
+    Py_DECREF(ok);
+  }
+  // Primary: the first tensor on a non-CPU device, else the first tensor.
+  if (frame.primary < 0 || (frame.primary_device.device_type == kDLCPU && view->device.device_type != kDLCPU)) {
+    frame.primary = i;
+    frame.primary_device = view->device;
+    frame.primary_table = table;
+  }
+  return true;
+}
+
+template <bool kOwning>
+bool ConvertTensorKind(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  if (AdapterTable* table = LookupAdapter(Py_TYPE(obj))) return ConvertTensorWith(table, kOwning, f, frame, i, obj, param);
+  if (PyErr_Occurred()) return AnnotateError(f, i, param), false;
+  return ArgError(f, i, param, "a tensor", obj), false;
+}
+
+bool ConvertView(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  return ConvertTensorKind<false>(f, frame, i, obj, param);
+}
+
+bool ConvertTensor(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  return ConvertTensorKind<true>(f, frame, i, obj, param);
+}
 
 }  // namespace
 
-// Convert argument i. Returns false with a Python error set.
-bool ConvertArg(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
-  TPAny& out = frame.packed[i];
-  out.type_index = kTPNone;  // a failed conversion leaves nothing for the frame to release
-  out.flags = 0;
-  Kind kind = param ? param->kind : Kind::kAny;
-  if (obj == Py_None && (kind == Kind::kAny || (param && param->optional))) {
-    out.type_index = kTPNone;
-    out.v_int64 = 0;
-    return true;
-  }
+bool ConvertAny(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  if (obj == Py_None) return ConvertNone(frame.packed[i]);
   PyTypeObject* type = Py_TYPE(obj);
-  switch (kind) {
-    case Kind::kInt:
-      if (type == &PyBool_Type || !PyLong_Check(obj)) return ArgError(f, i, param, "an int", obj), false;
-      out.type_index = kTPInt;
-      out.v_int64 = PyLong_AsLongLong(obj);
-      if (out.v_int64 == -1 && PyErr_Occurred()) return AnnotateError(f, i, param), false;
-      return true;
-    case Kind::kFloat:
-      if (!PyFloat_Check(obj) && !(PyLong_Check(obj) && type != &PyBool_Type)) {
-        return ArgError(f, i, param, "a float", obj), false;
-      }
-      out.type_index = kTPFloat;
-      out.v_float64 = PyFloat_AsDouble(obj);
-      if (out.v_float64 == -1.0 && PyErr_Occurred()) return AnnotateError(f, i, param), false;
-      return true;
-    case Kind::kBool:
-      if (type != &PyBool_Type) return ArgError(f, i, param, "a bool", obj), false;
-      out.type_index = kTPBool;
-      out.v_int64 = obj == Py_True;
-      return true;
-    case Kind::kStr:
-      if (!PyUnicode_Check(obj)) return ArgError(f, i, param, "a str", obj), false;
-      out.type_index = kTPRawStr;
-      out.v_c_str = PyUnicode_AsUTF8(obj);  // owned by obj, which outlives the call
-      if (!out.v_c_str) return AnnotateError(f, i, param), false;
-      return true;
-    case Kind::kDevice:
-      out.type_index = kTPDevice;
-      if (int rc = ToDevice(obj, &out.v_device); rc != 0) {
-        if (rc == -1) return AnnotateError(f, i, param), false;
-        PyErr_Clear();
-        return ArgError(f, i, param, "a device such as 'cpu', 'cuda:0' or (device_type, device_id)", obj), false;
-      }
-      return true;
-    case Kind::kDType:
-      out.type_index = kTPDataType;
-      if (ToDType(obj, &out.v_dtype) != 0) {
-        PyErr_Clear();
-        return ArgError(f, i, param, "a dtype such as 'float32'", obj), false;
-      }
-      return true;
-    case Kind::kFunc:
-      break;
-    case Kind::kAny:
-      if (type == &PyBool_Type) {
-        out.type_index = kTPBool;
-        out.v_int64 = obj == Py_True;
-        return true;
-      }
-      if (PyLong_CheckExact(obj)) {
-        out.type_index = kTPInt;
-        out.v_int64 = PyLong_AsLongLong(obj);
-        if (out.v_int64 == -1 && PyErr_Occurred()) return AnnotateError(f, i, param), false;
-        return true;
-      }
-      if (PyFloat_CheckExact(obj)) {
-        out.type_index = kTPFloat;
-        out.v_float64 = PyFloat_AS_DOUBLE(obj);
-        return true;
-      }
-      if (PyUnicode_CheckExact(obj)) {
-        out.type_index = kTPRawStr;
-        out.v_c_str = PyUnicode_AsUTF8(obj);
-        if (!out.v_c_str) return AnnotateError(f, i, param), false;
-        return true;
-      }
-      if (g_device_class && PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(g_device_class))) {
-        out.type_index = kTPDevice;
-        if (ToDevice(obj, &out.v_device) != 0) {
-          if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%R is not a device tensorplug knows", obj);
-          return AnnotateError(f, i, param), false;
-        }
-        return true;
-      }
-      break;
-    case Kind::kView:
-    case Kind::kTensor:
-      break;
-  }
-
-  // Functions: tensorplug functions pass their handle; Python callables get a wrapper.
-  if (kind == Kind::kFunc || kind == Kind::kAny) {
-    if (type == FunctionType) {
-      out.type_index = kTPFunction;
-      out.v_func = reinterpret_cast<FunctionObject*>(obj)->handle;  // lent for the call
-      return true;
+  if (type == &PyBool_Type) return ConvertBool(f, frame, i, obj, param);
+  if (type == &PyLong_Type) return ConvertInt(f, frame, i, obj, param);
+  if (type == &PyFloat_Type) return ConvertFloat(f, frame, i, obj, param);
+  if (type == &PyUnicode_Type) return ConvertStr(f, frame, i, obj, param);
+  if (g_device_class && PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(g_device_class))) {
+    frame.packed[i].type_index = kTPDevice;
+    if (ToDevice(obj, &frame.packed[i].v_device) != 0) {
+      if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%R is not a device tensorplug knows", obj);
+      return AnnotateError(f, i, param), false;
     }
-  }
-
-  // Tensors: through the adapter of the exact type.
-  if (kind == Kind::kView || kind == Kind::kTensor || kind == Kind::kAny) {
-    AdapterTable* table = LookupAdapter(type);
-    if (table) {
-      const DLPackExchangeAPI* api = table->api;
-      PythonTableScope scope(table);
-      DLTensor* view;
-      if (kind != Kind::kTensor && api->dltensor_from_py_object_no_sync) {
-        view = &frame.views[i];
-        if (api->dltensor_from_py_object_no_sync(obj, view) != 0) return AnnotateError(f, i, param), false;
-        bool read_only = table->read_only == ReadOnlyPolicy::kAlways ||
-                         (table->read_only == ReadOnlyPolicy::kProbe && table->is_read_only(obj));
-        out.type_index = kTPDLTensorPtr;
-        out.flags = read_only ? TP_ANY_FLAG_READ_ONLY : 0;
-        out.v_dltensor = view;
-      } else {
-        DLManagedTensorVersioned* managed = nullptr;
-        if (api->managed_tensor_from_py_object_no_sync(obj, &managed) != 0) return AnnotateError(f, i, param), false;
-        bool read_only = (managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY) || table->read_only == ReadOnlyPolicy::kAlways;
-        view = &managed->dl_tensor;
-        if (kind == Kind::kTensor) {
-          if (read_only) managed->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
-          out.type_index = kTPTensor;  // moved to the callee
-          out.v_tensor = managed;
-        } else {
-          frame.owned[frame.num_owned++] = managed;
-          out.type_index = kTPDLTensorPtr;
-          out.flags = read_only ? TP_ANY_FLAG_READ_ONLY : 0;
-          out.v_dltensor = view;
-        }
-      }
-      if (!CheckTensorLayout(*view, "tensor", PyExc_BufferError)) {
-        return AnnotateError(f, i, param), false;  // the frame releases the export
-      }
-      if (table->complex_check && view->dtype.code == kDLComplex) {
-        PyObject* ok = PyObject_CallOneArg(table->complex_check, obj);
-        if (!ok) return AnnotateError(f, i, param), false;  // the frame releases the export
-        Py_DECREF(ok);
-      }
-      // Primary: the first tensor on a non-CPU device, else the first tensor.
-      if (frame.primary < 0 || (frame.primary_device.device_type == kDLCPU && view->device.device_type != kDLCPU)) {
-        frame.primary = i;
-        frame.primary_device = view->device;
-        frame.primary_table = table;
-      }
-      return true;
-    }
-    if (PyErr_Occurred()) return AnnotateError(f, i, param), false;
-    if (kind != Kind::kAny) return ArgError(f, i, param, "a tensor", obj), false;
-  }
-
-  if (PyCallable_Check(obj)) {
-    TPFunctionHandle handle = nullptr;
-    if (MakePythonFunction(obj, &handle) != 0) return RaiseFromTPError(), false;
-    frame.funcs[frame.num_funcs++] = handle;
-    out.type_index = kTPFunction;
-    out.v_func = handle;
     return true;
   }
-  return ArgError(f, i, param, KindName(kind), obj), false;
+  if (type == FunctionType) return ConvertFunc(f, frame, i, obj, param);
+  if (AdapterTable* table = LookupAdapter(type)) return ConvertTensorWith(table, false, f, frame, i, obj, param);
+  if (PyErr_Occurred()) return AnnotateError(f, i, param), false;
+  if (PyCallable_Check(obj)) return ConvertCallable(f, frame, i, obj, param);
+  return ArgError(f, i, param, "a tensor, scalar, str, device, dtype, None or callable", obj), false;
 }
+
+namespace {
+
+// An optional parameter ("?kind"): None, or what the kind's converter accepts.
+template <ArgConverter kConvert>
+bool ConvertOptional(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  if (obj == Py_None) return ConvertNone(frame.packed[i]);
+  return kConvert(f, frame, i, obj, param);
+}
+
+// The converter table, indexed by Kind: one row per entry of TP_PARAM_KINDS.
+struct KindConverters {
+  ArgConverter required, optional;
+};
+constexpr KindConverters kConverters[] = {
+#define TP_X(id, name) {Convert##id, ConvertOptional<Convert##id>},
+    TP_PARAM_KINDS(TP_X)
+#undef TP_X
+};
+
+}  // namespace
+
+ArgConverter ConverterFor(Kind kind, bool optional) {
+  const KindConverters& c = kConverters[static_cast<int>(kind)];
+  return optional ? c.optional : c.required;
+}
+
 }  // namespace tensorplug::py

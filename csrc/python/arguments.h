@@ -44,7 +44,25 @@ struct CallFrame {
   }
 };
 
-// Convert argument i. Returns false with a Python error set.
-bool ConvertArg(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param);
+// ------------------------------------------------------------ converter table ----
+// Argument conversion is a table of small converters, one per parameter kind (ArgConverter,
+// signature.h), chosen once per parameter when the signature is parsed. Adding a kind:
+// an entry in TP_PARAM_KINDS (tensorplug/vocabulary.h) and its Convert<Id> function in
+// arguments.cc (docs/adapters.md, "Adding an argument kind").
+ArgConverter ConverterFor(Kind kind, bool optional);
+// The "any" converter (every parameter of a function without a signature): picks the
+// converter by the object's Python type; tensors are passed as views.
+bool ConvertAny(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param);
+
+// Helpers for converters. Each returns/leaves a Python error set naming the function and
+// the argument ("scale() argument 2 'y': expected an int, got str").
+PyObject* ArgError(FunctionObject* f, int index, const Param* param, const char* expected, PyObject* obj);
+// Prefix the Python error already set with the argument it concerns.
+void AnnotateError(FunctionObject* f, int index, const Param* param);
+// 0: converted; -1: a specific error is set (an index out of range); -2: not a device
+// (an error may be set, the caller replaces it).
+int ToDevice(PyObject* obj, DLDevice* out);
+// 0: converted; -1: not a dtype (an error may be set).
+int ToDType(PyObject* obj, DLDataType* out);
 
 }  // namespace tensorplug::py

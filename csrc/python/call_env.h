@@ -88,6 +88,72 @@ struct AppliedOverrides {
     return false;
   }
 };
+// ------------------------------------------------------------ call environment ----
+// Everything a Function call sets for its callee and must put back: the current stream of
+// the primary tensor's device, the env allocator (the output framework's), the output table
+// (results are converted to its framework), the python-table side channel, the
+// context-local overrides, the thread's call depth. Enter() sets them; the destructor
+// restores, in reverse order, exactly what was set, on every exit. A new env hook is
+// added here, and only here (docs/adapters.md, "Adding an env hook").
+class CallEnv {
+ public:
+  CallEnv() = default;
+  CallEnv(const CallEnv&) = delete;
+  CallEnv& operator=(const CallEnv&) = delete;
+
+  // Stream, allocator and output come from the primary tensor's adapter (nullptr: no
+  // tensor argument), unless a context overrides them. False with a Python error set.
+  bool Enter(ThreadState& ts, AdapterTable* primary, DLDevice device) {
+    // No context is live anywhere in the common case: then no ContextVar is read.
+    if (g_live_overrides.load(std::memory_order_relaxed) != 0 && !overrides_.Apply()) return false;
+    output_ = overrides_.output ? overrides_.output : primary;
+    if (primary && device.device_type != kDLCPU && !overrides_.Overrides(device.device_type, device.device_id)) {
+      if (!SetPrimaryStream(primary, device)) return false;
+    }
+    previous_alloc_ = TPEnvSetAllocator(output_ ? output_->api->managed_tensor_allocator : nullptr);
+    ts_ = &ts;
+    previous_python_ = ts.python_table;
+    ts.python_table = output_;  // the allocator of a Python table finds its callables here
+    ++ts.call_depth;
+    return true;
+  }
+
+  ~CallEnv() {
+    if (ts_) {
+      --ts_->call_depth;
+      ts_->python_table = previous_python_;
+      TPEnvSetAllocator(previous_alloc_);
+    }
+    if (stream_set_) TPEnvSetStream(stream_device_.device_type, stream_device_.device_id, previous_stream_);
+    overrides_.Restore();
+  }
+
+  // The table results are converted with (nullptr: tensorplug.Tensor).
+  AdapterTable* output() const { return output_; }
+
+ private:
+  // The primary table's current stream for `device` becomes the env's.
+  bool SetPrimaryStream(AdapterTable* primary, DLDevice device) {
+    void* stream = nullptr;
+    auto query = primary->api->current_work_stream;
+    PythonTableScope scope(primary);
+    if (query && query(device.device_type, device.device_id, &stream) != 0) return false;
+    previous_stream_ = TPEnvSetStream(device.device_type, device.device_id, stream);
+    stream_device_ = device;
+    stream_set_ = true;
+    return true;
+  }
+
+  AppliedOverrides overrides_;
+  AdapterTable* output_ = nullptr;
+  ThreadState* ts_ = nullptr;  // set once the allocator, python table and depth are
+  AdapterTable* previous_python_ = nullptr;
+  DLPackManagedTensorAllocator previous_alloc_ = nullptr;
+  bool stream_set_ = false;
+  DLDevice stream_device_{kDLCPU, 0};
+  void* previous_stream_ = nullptr;
+};
+
 // _core.pack_overrides(streams, output) -> bytes, for tensorplug._context.
 PyObject* PackOverrides(PyObject* streams, PyObject* output_capsule);
 

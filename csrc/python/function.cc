@@ -50,65 +50,39 @@ PyObject* CallInFrame(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs
   const Signature* sig = f->sig;
   ScratchMark mark = ScratchSave();
   for (Py_ssize_t i = 0; i < nargs; ++i) {
-    if (!ConvertArg(f, frame, int(i), args[i], sig->known ? &sig->params[i] : nullptr)) {
+    frame.packed[i].type_index = kTPNone;  // a failed conversion leaves nothing to release
+    frame.packed[i].flags = 0;
+    ArgConverter convert = sig->known ? sig->params[i].convert : ConvertAny;
+    if (!convert(f, frame, int(i), args[i], sig->known ? &sig->params[i] : nullptr)) {
       frame.Release(int(i) + 1);
       ScratchRestore(mark);
       return nullptr;
     }
   }
 
-  // Stream, allocator and output type come from the primary tensor's adapter, unless an
-  // explicit context overrides them. No context is live anywhere in the common case: then
-  // no ContextVar is read.
-  AppliedOverrides overrides;
-  if (g_live_overrides.load(std::memory_order_relaxed) != 0 && !overrides.Apply()) {
-    frame.Release(int(nargs));
-    ScratchRestore(mark);
-    return nullptr;
-  }
-  AdapterTable* output = overrides.output;
-  if (!output) output = frame.primary_table;
-  const DLDevice dev = frame.primary_device;
-  bool stream_set = false;
-  void* previous_stream = nullptr;
-  if (frame.primary_table && dev.device_type != kDLCPU && !overrides.Overrides(dev.device_type, dev.device_id)) {
-    void* stream = nullptr;
-    auto query = frame.primary_table->api->current_work_stream;
-    PythonTableScope scope(frame.primary_table);
-    if (query && query(dev.device_type, dev.device_id, &stream) != 0) {
-      overrides.Restore();
-      frame.Release(int(nargs));
-      ScratchRestore(mark);
-      return nullptr;
-    }
-    previous_stream = TPEnvSetStream(dev.device_type, dev.device_id, stream);
-    stream_set = true;
-  }
-  DLPackManagedTensorAllocator previous_alloc =
-      TPEnvSetAllocator(output ? output->api->managed_tensor_allocator : nullptr);
   ThreadState& ts = TS();
-  AdapterTable* previous_python = ts.python_table;
-  ts.python_table = output;  // the allocator of a Python table finds its callables here
-  ++ts.call_depth;
-
   TPAny result;
   result.type_index = kTPNone;
   result.flags = 0;
   result.v_int64 = 0;
   int rc;
-  if (f->release_gil) {
-    PyThreadState* state = PyEval_SaveThread();
-    rc = f->entry(f->self, frame.packed, int32_t(nargs), &result);
-    PyEval_RestoreThread(state);
-  } else {
-    rc = f->entry(f->self, frame.packed, int32_t(nargs), &result);
+  AdapterTable* output;
+  {
+    CallEnv env;
+    if (!env.Enter(ts, frame.primary_table, frame.primary_device)) {
+      frame.Release(int(nargs));
+      ScratchRestore(mark);
+      return nullptr;  // env restores what Enter set
+    }
+    output = env.output();
+    if (f->release_gil) {
+      PyThreadState* state = PyEval_SaveThread();
+      rc = f->entry(f->self, frame.packed, int32_t(nargs), &result);
+      PyEval_RestoreThread(state);
+    } else {
+      rc = f->entry(f->self, frame.packed, int32_t(nargs), &result);
+    }
   }
-
-  --ts.call_depth;
-  ts.python_table = previous_python;
-  TPEnvSetAllocator(previous_alloc);
-  if (stream_set) TPEnvSetStream(dev.device_type, dev.device_id, previous_stream);
-  overrides.Restore();
   frame.Release(0);  // owning tensor arguments now belong to the callee
   ScratchRestore(mark);
 

@@ -1,16 +1,17 @@
 // Parsing exported signatures.
 #include "signature.h"
 
-#include <utility>
+#include "arguments.h"
 
 namespace tensorplug::py {
 
 namespace {
+
 bool ParseKind(const std::string& s, Kind* kind) {
   static const std::pair<const char*, Kind> kKinds[] = {
-      {"view", Kind::kView},     {"tensor", Kind::kTensor}, {"int", Kind::kInt},   {"float", Kind::kFloat},
-      {"bool", Kind::kBool},     {"str", Kind::kStr},       {"device", Kind::kDevice},
-      {"dtype", Kind::kDType},   {"func", Kind::kFunc},     {"any", Kind::kAny},
+#define TP_X(id, name) {name, Kind::k##id},
+      TP_PARAM_KINDS(TP_X)
+#undef TP_X
   };
   for (const auto& [name, k] : kKinds) {
     if (s == name) {
@@ -20,23 +21,9 @@ bool ParseKind(const std::string& s, Kind* kind) {
   }
   return false;
 }
+
 }  // namespace
 
-const char* KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kView: case Kind::kTensor: return "a tensor";
-    case Kind::kInt: return "an int";
-    case Kind::kFloat: return "a float";
-    case Kind::kBool: return "a bool";
-    case Kind::kStr: return "a str";
-    case Kind::kDevice: return "a device";
-    case Kind::kDType: return "a dtype";
-    case Kind::kFunc: return "a callable";
-    default: return "a tensor, scalar, str, device, dtype, None or callable";
-  }
-}
-
-// "x:view;y:?int->tensor"; returns false on a malformed string.
 bool ParseSignature(const char* text, Signature* sig) {
   sig->text = text;
   std::string s(text);
@@ -57,6 +44,7 @@ bool ParseSignature(const char* text, Signature* sig) {
     p.optional = !kind.empty() && kind[0] == '?';
     if (p.optional) kind = kind.substr(1);
     if (!ParseKind(kind, &p.kind)) return false;
+    p.convert = ConverterFor(p.kind, p.optional);
     sig->params.push_back(std::move(p));
     start = end + 1;
   }

@@ -1,16 +1,34 @@
-// An exported signature ("x:view;y:?int->tensor", see c_api.h), parsed once per Function.
+// An exported signature ("x:view;y:?int->tensor", see c_api.h), parsed once per Function:
+// each parameter gets its argument converter then, so a call does no kind dispatch.
 #pragma once
+#include <Python.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "tensorplug/vocabulary.h"
+
 namespace tensorplug::py {
 
-enum class Kind : uint8_t { kAny, kView, kTensor, kInt, kFloat, kBool, kStr, kDevice, kDType, kFunc };
+// Parameter kinds, from the one list in tensorplug/vocabulary.h.
+enum class Kind : uint8_t {
+#define TP_X(id, name) k##id,
+  TP_PARAM_KINDS(TP_X)
+#undef TP_X
+};
+
+struct FunctionObject;
+struct CallFrame;
+struct Param;
+// Converts argument i (`obj`) into frame.packed[i]; false with a Python error set. `param`
+// is nullptr for a function without a signature. See arguments.h.
+using ArgConverter = bool (*)(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param);
 
 struct Param {
   Kind kind;
   bool optional;
+  ArgConverter convert;  // chosen by ParseSignature from kind and optional
   std::string name;
 };
 
@@ -23,7 +41,5 @@ struct Signature {
 
 // "x:view;y:?int->tensor"; returns false on a malformed string.
 bool ParseSignature(const char* text, Signature* sig);
-// What a parameter of this kind expects, for error messages ("an int").
-const char* KindName(Kind kind);
 
 }  // namespace tensorplug::py
