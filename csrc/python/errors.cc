@@ -12,13 +12,9 @@ PyObject* ExceptionForKind(const std::string& kind) {
     PyObject** type;
   };
   static const Entry kTable[] = {
-      {"ValueError", &PyExc_ValueError},         {"TypeError", &PyExc_TypeError},
-      {"IndexError", &PyExc_IndexError},         {"KeyError", &PyExc_KeyError},
-      {"AttributeError", &PyExc_AttributeError}, {"NotImplementedError", &PyExc_NotImplementedError},
-      {"MemoryError", &PyExc_MemoryError},       {"OverflowError", &PyExc_OverflowError},
-      {"ZeroDivisionError", &PyExc_ZeroDivisionError}, {"RuntimeError", &PyExc_RuntimeError},
-      {"FileNotFoundError", &PyExc_FileNotFoundError}, {"BufferError", &PyExc_BufferError},
-      {"AssertionError", &PyExc_AssertionError},
+#define TP_X(name) {#name, &PyExc_##name},
+      TP_ERROR_KINDS(TP_X)
+#undef TP_X
   };
   for (const auto& e : kTable) {
     if (kind == e.name) return *e.type;
