@@ -1,4 +1,7 @@
 // tensorplug.Tensor (the core's own owning tensor), DLPack capsules, devices and dtypes.
+// Over 500 lines: the Tensor type is one Python type (slots, getters, DLPack protocol,
+// lent-tensor invalidation) whose parts share private helpers; splitting it would only
+// move those helpers into a header.
 #include <cstdlib>
 #include <cstring>
 #include <new>

@@ -1,5 +1,7 @@
 /*
  * tensorplug/tensor.h -- IntArrayView, TensorView (non-owning) and Tensor (owning).
+ * Over 500 lines: both tensor classes share one accessor base and its checks, documented
+ * once here where kernel authors read them.
  */
 #ifndef TENSORPLUG_TENSOR_H_
 #define TENSORPLUG_TENSOR_H_
