@@ -50,6 +50,15 @@ def test_op_attributes(ops):
     assert tensorplug.get_op("tptest::axpy") is op and tensorplug.get_op("tptest::nope") is None
 
 
+def test_every_signature_kind_is_classified():
+    from tensorplug import _core, ops
+
+    params, results = set(_core.VOCABULARY["param_kinds"]), set(_core.VOCABULARY["result_kinds"])
+    classified = ops.TENSOR_KINDS | ops.SCALAR_KINDS | ops.UNTRACEABLE_KINDS
+    assert classified == params
+    assert ops.RESULT_KINDS <= results and ops.WRITTEN_KINDS <= ops.TENSOR_KINDS
+
+
 def _spec(*shape, dtype="float32", device=("cpu", 0)):
     return TensorSpec(shape, dtype, Device(*device))
 

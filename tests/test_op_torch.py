@@ -61,6 +61,13 @@ def test_schema_comes_from_the_exported_signature(ops):
     assert ops.axpy.written == ("out",)
 
 
+def test_every_traceable_kind_has_a_schema_type():
+    from tensorplug import ops as tp_ops
+    from tensorplug_adapters import torch_compile
+
+    assert set(torch_compile._SCHEMA_TYPES) >= tp_ops.TENSOR_KINDS | tp_ops.SCALAR_KINDS
+
+
 def test_eager_calls_equal_the_kernel_function(ops):
     x, y = _x(2, 3), _x(2, 3) * 2
     out = torch.empty_like(x)

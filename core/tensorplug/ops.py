@@ -19,10 +19,15 @@ from . import _core
 from ._registry import registry
 from .shapes import RuleError, TensorSpec, compile_returns
 
-# Signature kinds (c_api.h, "Signatures") as an op sees them.
-TENSOR_KINDS = frozenset({"view", "tensor", "mview"})
-WRITTEN_KINDS = frozenset({"mview"})
+# The signature kinds (csrc/include/tensorplug/vocabulary.h) as an op sees them: each
+# parameter kind is a tensor, a scalar, or one no compiler can trace (tests/test_op.py
+# checks that every kind of the vocabulary is classified). "mview" (a written view) is
+# read as written once the vocabulary has it.
+_PARAM_KINDS = frozenset(_core.VOCABULARY["param_kinds"])
+TENSOR_KINDS = frozenset({"view", "tensor", "mview"}) & _PARAM_KINDS
+WRITTEN_KINDS = frozenset({"mview"}) & _PARAM_KINDS
 SCALAR_KINDS = frozenset({"int", "float", "bool", "str", "device", "dtype"})
+UNTRACEABLE_KINDS = frozenset({"func", "any"})
 RESULT_KINDS = frozenset({"void", "tensor", "tuple"})
 
 # Python scalar types, resolved when an op is declared (a tracer cannot run the hooks).
