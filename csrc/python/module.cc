@@ -21,6 +21,7 @@ PyObject* PushOutput(AdapterTable* table);
 PyObject* PopOutput();
 int MakePythonFunction(PyObject* callable, TPFunctionHandle* out);
 TPFunctionHandle FunctionHandleOf(PyObject* obj);
+bool InitXlaFfi(PyObject* module);  // xla_ffi.cc
 extern PyObject* g_device_class;
 
 namespace {
@@ -344,7 +345,7 @@ PyMODINIT_FUNC PyInit__core(void) {
   using namespace tensorplug::py;
   PyObject* module = PyModule_Create(&kModule);
   if (!module) return nullptr;
-  if (!InitTensorType(module) || !InitFunctionType(module)) {
+  if (!InitTensorType(module) || !InitFunctionType(module) || !InitXlaFfi(module)) {
     Py_DECREF(module);
     return nullptr;
   }
