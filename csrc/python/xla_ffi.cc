@@ -8,7 +8,9 @@
 // stream as the env stream and an allocator that hands out XLA's result buffers in order
 // (Tensor::FromEnvAlloc), calls the function through the C ABI, and checks what it
 // returned. It runs on XLA's threads without the GIL and touches no Python object.
+#include <atomic>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -53,6 +55,7 @@ struct OpPlan {
   int32_t n_inputs;   // XLA arguments
   int32_t n_outputs;  // results that are written parameters (first in XLA's results)
   int32_t n_alloc;    // results the function allocates with FromEnvAlloc (after them)
+  int32_t n_strings;  // str and dtype parameters
 };
 
 // Plans never die: XLA executables compiled against a plan may run until the process ends.
@@ -63,10 +66,24 @@ std::unordered_map<std::string_view, OpPlan*>& Plans() {
   return *plans;
 }
 
+// Bumped by every definition: invalidates the per-thread caches below.
+std::atomic<uint64_t> g_plans_generation{1};
+
+// The plan named `name`. Each XLA thread remembers the last plan it ran (calls in a loop
+// run one op after another), which saves the lock and the hash (about 40 ns a call).
 const OpPlan* FindPlan(std::string_view name) {
+  struct LastPlan {
+    uint64_t generation;
+    const OpPlan* plan;
+  };
+  thread_local LastPlan last __attribute__((tls_model("initial-exec"))) = {0, nullptr};
+  const uint64_t generation = g_plans_generation.load(std::memory_order_acquire);
+  if (last.generation == generation && last.plan->name == name) return last.plan;
   std::shared_lock lock(g_plans_mutex);
   auto it = Plans().find(name);
-  return it == Plans().end() ? nullptr : it->second;
+  if (it == Plans().end()) return nullptr;
+  last = LastPlan{generation, it->second};
+  return it->second;
 }
 
 // ------------------------------------------------------------------ dtypes ----
@@ -128,9 +145,23 @@ struct XlaCall {
   Rets* rets;
   DLDevice device;
   int32_t next_alloc;
-  std::string error;  // set when the allocator refused, so the handler reports it as is
+  // The managed tensors FromEnvAlloc hands out, one per allocated result: they describe
+  // XLA's buffers, own nothing (no deleter) and live in the handler's frame, because the
+  // buffers themselves are valid for the call only.
+  DLManagedTensorVersioned* slots;
+  int64_t* slot_strides;  // rank entries per slot, in result order
+  std::string error;      // set when the allocator refused, so the handler reports it as is
 };
-thread_local XlaCall* tls_call = nullptr;
+thread_local XlaCall* tls_call __attribute__((tls_model("initial-exec"))) = nullptr;
+
+// Row-major compact strides, as XLA lays buffers out by default.
+void FillStrides(int64_t rank, const int64_t* dims, int64_t* strides) {
+  int64_t step = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    strides[i] = step;
+    step *= dims[i] > 1 ? dims[i] : 1;
+  }
+}
 
 bool IsCompact(const DLTensor& t) {
   if (t.strides == nullptr) return true;
@@ -155,38 +186,42 @@ int AllocXlaResult(DLTensor* prototype, DLManagedTensorVersioned** out, void* er
   if (call == nullptr) return fail("RuntimeError", "the XLA result allocator was used outside an XLA call");
   const OpPlan& plan = *call->plan;
   const int32_t k = call->next_alloc;
-  const std::string asked = ShapeText(prototype->dtype, prototype->ndim, prototype->shape);
+  // Messages are built on the error paths only: this runs once per result, per call.
+  auto call_text = [&] { return "op '" + plan.name + "': Tensor::FromEnvAlloc call " + std::to_string(k + 1); };
   if (k >= plan.n_alloc) {
-    return fail("RuntimeError", "op '" + plan.name + "': Tensor::FromEnvAlloc call " + std::to_string(k + 1) +
-                                    " (" + asked + ") is one more than the " + std::to_string(plan.n_alloc) +
+    return fail("RuntimeError", call_text() + " (" + ShapeText(prototype->dtype, prototype->ndim, prototype->shape) +
+                                    ") is one more than the " + std::to_string(plan.n_alloc) +
                                     " result(s) its shape rule declares");
   }
   const Buffer* buffer = static_cast<const Buffer*>(call->rets->rets[plan.n_outputs + k]);
   const DTypeEntry* entry = FromXla(buffer->dtype);
-  const std::string declared = entry ? ShapeText(entry->dl, buffer->rank, buffer->dims) : std::string("?");
   bool same = entry && prototype->ndim == buffer->rank && prototype->dtype.code == entry->dl.code &&
               prototype->dtype.bits == entry->dl.bits && prototype->dtype.lanes == 1;
   for (int32_t i = 0; same && i < prototype->ndim; ++i) same = prototype->shape[i] == buffer->dims[i];
   if (!same) {
-    return fail("ValueError", "op '" + plan.name + "': Tensor::FromEnvAlloc call " + std::to_string(k + 1) +
-                                  " asked for " + asked + ", but the op's shape rule declares " + declared +
+    return fail("ValueError", call_text() + " asked for " + ShapeText(prototype->dtype, prototype->ndim, prototype->shape) +
+                                  ", but the op's shape rule declares " +
+                                  (entry ? ShapeText(entry->dl, buffer->rank, buffer->dims) : std::string("?")) +
                                   " for result " + std::to_string(k));
   }
   if (prototype->device.device_type != call->device.device_type ||
       prototype->device.device_id != call->device.device_id) {
-    return fail("ValueError", "op '" + plan.name + "': Tensor::FromEnvAlloc call " + std::to_string(k + 1) +
-                                  " asked for device type " + std::to_string(prototype->device.device_type) +
+    return fail("ValueError", call_text() + " asked for device type " + std::to_string(prototype->device.device_type) +
                                   ":" + std::to_string(prototype->device.device_id) + ", but XLA runs it on " +
                                   std::to_string(call->device.device_type) + ":" +
                                   std::to_string(call->device.device_id));
   }
   if (!IsCompact(*prototype)) {
-    return fail("ValueError", "op '" + plan.name + "': Tensor::FromEnvAlloc call " + std::to_string(k + 1) +
-                                  " asked for non-contiguous strides; XLA results are row-major contiguous");
+    return fail("ValueError", call_text() + " asked for non-contiguous strides; XLA results are row-major contiguous");
   }
-  DLTensor view{buffer->data, call->device, prototype->ndim, prototype->dtype, buffer->dims, nullptr, 0};
-  *out = DescribeWithoutOwning(view, 0);
-  if (*out == nullptr) return fail("MemoryError", "out of memory");
+  DLManagedTensorVersioned* slot = &call->slots[k];
+  int64_t* strides = call->slot_strides;
+  for (int32_t j = 0; j < k; ++j) strides += call->slots[j].dl_tensor.ndim;
+  FillStrides(buffer->rank, buffer->dims, strides);
+  *slot = DLManagedTensorVersioned{};
+  slot->version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  slot->dl_tensor = DLTensor{buffer->data, call->device, prototype->ndim, prototype->dtype, buffer->dims, strides, 0};
+  *out = slot;
   call->next_alloc = k + 1;
   return 0;
 }
@@ -210,24 +245,20 @@ struct EnvScope {
   }
 };
 
-// Per-thread storage for one call's arguments (reused; no allocation once warm).
-struct Scratch {
-  std::vector<TPAny> args;
-  std::vector<DLTensor> views;
-  std::vector<int64_t> strides;
-  std::vector<std::string> strings;
+// `n` values of T in the handler's frame, on the heap only past kInline.
+template <class T, size_t kInline>
+struct FrameArray {
+  T inline_items[kInline];
+  std::unique_ptr<T[]> heap;
+  T* data;
+  explicit FrameArray(size_t n) : data(n <= kInline ? inline_items : (heap.reset(new T[n]), heap.get())) {}
 };
-thread_local Scratch tls_scratch;
 
 // A view of XLA buffer `buffer` with compact strides written to `strides`.
 bool ViewOf(const Buffer* buffer, DLDevice device, int64_t* strides, DLTensor* out) {
   const DTypeEntry* entry = FromXla(buffer->dtype);
   if (entry == nullptr) return false;
-  int64_t step = 1;  // row-major compact, as XLA lays buffers out by default
-  for (int64_t i = buffer->rank - 1; i >= 0; --i) {
-    strides[i] = step;
-    step *= buffer->dims[i] > 1 ? buffer->dims[i] : 1;
-  }
+  FillStrides(buffer->rank, buffer->dims, strides);
   *out = DLTensor{buffer->data, device, static_cast<int32_t>(buffer->rank), entry->dl, buffer->dims, strides, 0};
   return true;
 }
@@ -344,18 +375,20 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
   }
 
   // Arguments: views of XLA's buffers (written parameters writable), attribute values.
-  Scratch& scratch = tls_scratch;
   const size_t n = plan.params.size();
-  scratch.args.assign(n, TPAny{});
-  scratch.views.resize(n);
   size_t total_rank = 0;
   for (int64_t i = 0; i < frame->args.size; ++i) total_rank += static_cast<const Buffer*>(frame->args.args[i])->rank;
   for (int64_t i = 0; i < frame->rets.size; ++i) total_rank += static_cast<const Buffer*>(frame->rets.rets[i])->rank;
-  scratch.strides.resize(total_rank + 1);
+  FrameArray<TPAny, 16> args(n);
+  FrameArray<DLTensor, 16> views(n);
+  FrameArray<int64_t, 64> strides(2 * total_rank + 1);  // views (at most every buffer), then result slots
+  FrameArray<DLManagedTensorVersioned, 4> slots(static_cast<size_t>(plan.n_alloc));
+  std::vector<std::string> strings;  // str and dtype attributes, NUL-terminated (stable: reserved)
+  if (plan.n_strings > 0) strings.reserve(plan.n_strings);
+  for (size_t i = 0; i < n; ++i) args.data[i] = TPAny{};
   size_t strides_used = 0;
-  size_t strings_used = 0;
   auto release_args = [&] {
-    for (TPAny& a : scratch.args) TPAnyRelease(&a);
+    for (size_t i = 0; i < n; ++i) TPAnyRelease(&args.data[i]);
   };
   auto arg_error = [&](const ParamPlan& p, const std::string& what) {
     release_args();
@@ -363,14 +396,14 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
   };
   for (size_t i = 0; i < n; ++i) {
     const ParamPlan& p = plan.params[i];
-    TPAny& a = scratch.args[i];
+    TPAny& a = args.data[i];
     switch (p.source) {
       case Source::kInput:
       case Source::kOutput: {
         const bool written = p.source == Source::kOutput;
         const Buffer* buffer = static_cast<const Buffer*>(written ? frame->rets.rets[p.index] : frame->args.args[p.index]);
-        DLTensor& view = scratch.views[i];
-        if (!ViewOf(buffer, device, scratch.strides.data() + strides_used, &view)) {
+        DLTensor& view = views.data[i];
+        if (!ViewOf(buffer, device, strides.data + strides_used, &view)) {
           return arg_error(p, "XLA element type " + std::to_string(buffer->dtype) + " has no DLPack equivalent");
         }
         strides_used += buffer->rank;
@@ -392,9 +425,7 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
         if (p.kind == kTPRawStr || p.kind == kTPDataType) {
           if (type != kAttrString) return arg_error(p, "expected a string attribute");
           const auto* span = static_cast<const ByteSpan*>(value);
-          if (scratch.strings.size() <= strings_used) scratch.strings.resize(strings_used + 1);
-          std::string& text = scratch.strings[strings_used++];
-          text.assign(span->ptr, span->len);
+          std::string& text = strings.emplace_back(span->ptr, span->len);
           if (p.kind == kTPDataType) {
             a.type_index = kTPDataType;
             if (!DTypeFromString(text.c_str(), &a.v_dtype)) return arg_error(p, "unknown dtype '" + text + "'");
@@ -426,15 +457,14 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
     }
   }
 
-  XlaCall call{&plan, &frame->rets, device, 0, std::string()};
+  XlaCall call{&plan, &frame->rets, device, 0, slots.data, strides.data + total_rank, std::string()};
   TPAny result{};
   int rc;
   {
     EnvScope env(device, stream, &call);
-    rc = plan.entry(plan.self, scratch.args.data(), static_cast<int32_t>(n), &result);
+    rc = plan.entry(plan.self, args.data, static_cast<int32_t>(n), &result);
   }
   // kTPTensor arguments were moved into the callee; views own nothing.
-  for (TPAny& a : scratch.args) a = TPAny{};
   if (rc != 0) {
     if (!call.error.empty()) return MakeError(api, kErrorInvalidArgument, call.error);
     const char* kind = "RuntimeError";
@@ -507,6 +537,7 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
   plan->n_inputs = n_inputs;
   plan->n_outputs = n_outputs;
   plan->n_alloc = n_alloc;
+  plan->n_strings = 0;
   PyObject* seq = PySequence_Fast(params, "xla_ffi_define(): params must be a sequence");
   if (seq == nullptr) return nullptr;
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
@@ -531,6 +562,7 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
       return nullptr;
     }
     plan->params.push_back(ParamPlan{static_cast<Source>(source), index, attr, code, pname});
+    if (code == kTPRawStr || code == kTPDataType) plan->n_strings++;
   }
   Py_DECREF(seq);
   TPFunctionRetain(func);
@@ -539,6 +571,7 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
   OpPlan* raw = plan.release();
   std::unique_lock lock(g_plans_mutex);
   Plans()[std::string_view(raw->name)] = raw;  // a previous plan stays alive (see Plans)
+  g_plans_generation.fetch_add(1, std::memory_order_acq_rel);
   Py_RETURN_NONE;
 }
 
