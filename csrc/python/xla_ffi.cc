@@ -175,11 +175,13 @@ bool IsCompact(const DLTensor& t) {
 
 // FromEnvAlloc inside the handler: result buffer n_outputs + k for the k-th allocation,
 // after checking that the kernel asks for exactly the shape the op's shape rule declared.
-int AllocXlaResult(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
-                   void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
+int AllocXlaResultImpl(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                       void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
   XlaCall* call = tls_call;
+  // Request errors (ValueError): TPEnvAllocTensor then reports them as they are, without
+  // probing the allocator again. The first message of a call is the one kept.
   auto fail = [&](const char* kind, std::string message) {
-    if (call) call->error = message;
+    if (call && call->error.empty()) call->error = message;
     set_error(error_ctx, kind, message.c_str());
     return -1;
   };
@@ -189,7 +191,7 @@ int AllocXlaResult(DLTensor* prototype, DLManagedTensorVersioned** out, void* er
   // Messages are built on the error paths only: this runs once per result, per call.
   auto call_text = [&] { return "op '" + plan.name + "': Tensor::FromEnvAlloc call " + std::to_string(k + 1); };
   if (k >= plan.n_alloc) {
-    return fail("RuntimeError", call_text() + " (" + ShapeText(prototype->dtype, prototype->ndim, prototype->shape) +
+    return fail("ValueError", call_text() + " (" + ShapeText(prototype->dtype, prototype->ndim, prototype->shape) +
                                     ") is one more than the " + std::to_string(plan.n_alloc) +
                                     " result(s) its shape rule declares");
   }
@@ -224,6 +226,18 @@ int AllocXlaResult(DLTensor* prototype, DLManagedTensorVersioned** out, void* er
   *out = slot;
   call->next_alloc = k + 1;
   return 0;
+}
+
+// The allocator C code calls (TPEnvAllocTensor): exceptions (out of memory while building a
+// message) stop here.
+int AllocXlaResult(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                   void (*set_error)(void* error_ctx, const char* kind, const char* message)) noexcept {
+  try {
+    return AllocXlaResultImpl(prototype, out, error_ctx, set_error);
+  } catch (...) {
+    set_error(error_ctx, "MemoryError", "out of memory");
+    return -1;
+  }
 }
 
 // Restores the thread's env stream, allocator and call record whatever happens.
@@ -375,6 +389,15 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
   }
 
   // Arguments: views of XLA's buffers (written parameters writable), attribute values.
+  for (int64_t i = 0; i < frame->args.size + frame->rets.size; ++i) {
+    const auto* buffer = static_cast<const Buffer*>(i < frame->args.size ? frame->args.args[i]
+                                                                         : frame->rets.rets[i - frame->args.size]);
+    if (buffer->rank < 0 || buffer->rank > TP_MAX_NDIM) {
+      return MakeError(api, kErrorInvalidArgument, "op '" + plan.name + "': an XLA buffer has " +
+                                                       std::to_string(buffer->rank) + " dimensions; tensorplug takes at most " +
+                                                       std::to_string(TP_MAX_NDIM));
+    }
+  }
   const size_t n = plan.params.size();
   size_t total_rank = 0;
   for (int64_t i = 0; i < frame->args.size; ++i) total_rank += static_cast<const Buffer*>(frame->args.args[i])->rank;
@@ -498,8 +521,21 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
   return nullptr;
 }
 
-Error* RunOnCpu(CallFrame* frame) { return RunOp(frame, kDLCPU); }
-Error* RunOnCuda(CallFrame* frame) { return RunOp(frame, kDLCUDA); }
+// The handlers XLA calls: no C++ exception may cross into XLA.
+template <DLDeviceType kDevice>
+Error* Run(CallFrame* frame) noexcept {
+  try {
+    return RunOp(frame, kDevice);
+  } catch (const std::bad_alloc&) {
+    return MakeError(frame->api, kErrorResourceExhausted, "tensorplug XLA handler: out of memory");
+  } catch (const std::exception& e) {
+    return MakeError(frame->api, kErrorInternal, std::string("tensorplug XLA handler: ") + e.what());
+  } catch (...) {
+    return MakeError(frame->api, kErrorInternal, "tensorplug XLA handler: unknown C++ exception");
+  }
+}
+Error* RunOnCpu(CallFrame* frame) { return Run<kDLCPU>(frame); }
+Error* RunOnCuda(CallFrame* frame) { return Run<kDLCUDA>(frame); }
 
 // ------------------------------------------------------------------ Python ----
 // xla_ffi_handler(platform) -> capsule of the handler for "cpu" or "cuda".
@@ -576,8 +612,8 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
 }
 
 PyMethodDef kXlaFfiMethods[] = {
-    {"xla_ffi_handler", HandlerPy, METH_O, "xla_ffi_handler(platform) -> XLA FFI handler capsule ('cpu' or 'cuda')"},
-    {"xla_ffi_define", DefinePy, METH_VARARGS,
+    {"xla_ffi_handler", GuardedMethod<HandlerPy>(), METH_O, "xla_ffi_handler(platform) -> XLA FFI handler capsule ('cpu' or 'cuda')"},
+    {"xla_ffi_define", GuardedMethod<DefinePy>(), METH_VARARGS,
      "xla_ffi_define(name, function, params, n_inputs, n_outputs, n_alloc): the plan of an op's XLA calls"},
     {nullptr, nullptr, 0, nullptr},
 };
