@@ -25,6 +25,8 @@ WRITTEN_KINDS = frozenset({"mview"})
 SCALAR_KINDS = frozenset({"int", "float", "bool", "str", "device", "dtype"})
 RESULT_KINDS = frozenset({"void", "tensor", "tuple"})
 
+# Python scalar types, resolved when an op is declared (a tracer cannot run the hooks).
+_SCALAR_TYPES = (int, float, bool, complex, str, type(None))
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*")
 _MISSING = object()
 
@@ -137,23 +139,28 @@ class Op:
 
     # ------------------------------------------------------------------------ calls ----
     def __call__(self, *args, **kwargs):
+        # Written for graph tracers too (torch.compile inlines it): plain dict lookups of
+        # types resolved beforehand; only a type never seen reaches resolve().
         impls = self._impls
         for arg in args:
             impl = impls.get(type(arg), _MISSING)
             if impl is _MISSING:
-                impl = self._resolve(type(arg))
+                impl = self.resolve(type(arg))
             if impl is not None:
                 return impl(*args, **kwargs)
         for arg in kwargs.values():
             impl = impls.get(type(arg), _MISSING)
             if impl is _MISSING:
-                impl = self._resolve(type(arg))
+                impl = self.resolve(type(arg))
             if impl is not None:
                 return impl(*args, **kwargs)
         return self.function(*args, **kwargs)
 
-    def _resolve(self, arg_type: type):
-        """Ask the adapters once per argument type (``tensorplug_op_impl``)."""
+    def resolve(self, arg_type: type):
+        """Ask the adapters which callable runs this op for an argument of ``arg_type``
+        (hook ``tensorplug_op_impl``) and cache the answer (None: the kernel function).
+        An adapter whose compiler traces calls without running Python hooks (torch.compile)
+        calls it ahead, when it registers the op, for every type a traced call can show."""
         impl = registry.op_impl(self, arg_type)
         if impl is not None and not callable(impl):
             raise TypeError(f"tensorplug_op_impl returned {impl!r} for {self.name} and {arg_type.__qualname__}: "
@@ -185,8 +192,13 @@ class Op:
     def __repr__(self) -> str:
         return f"<tensorplug.Op {self.name} -> {self.function.__name__}{self.__signature__}>"
 
-    def _forget_impls(self) -> None:
+    def _reresolve(self) -> None:
+        # Adapters changed: ask again for every type seen, so that a traced call still
+        # finds each of them resolved.
+        seen = list(self._impls)
         self._impls.clear()
+        for arg_type in seen:
+            self.resolve(arg_type)
 
 
 # Declared ops by name. Kept for the life of the process, as frameworks keep their
@@ -220,6 +232,8 @@ def op(name: str, function, *, returns=None, writes=()) -> Op:
         _ops[name] = made
     try:
         registry.op_declared(made)
+        for arg_type in _SCALAR_TYPES:
+            made.resolve(arg_type)
     except BaseException:
         with _ops_lock:
             del _ops[name]
@@ -234,12 +248,11 @@ def get_op(name: str) -> Op | None:
 
 def _adapters_changed(plugin) -> None:
     # Every op asks the adapters again; an adapter registered later hears of every op.
-    for made in list(_ops.values()):
-        made._forget_impls()
     declared = getattr(plugin, "tensorplug_op_declared", None)
-    if declared is not None:
-        for made in list(_ops.values()):
+    for made in list(_ops.values()):
+        if declared is not None:
             declared(op=made)
+        made._reresolve()
 
 
 registry.listeners.append(_adapters_changed)

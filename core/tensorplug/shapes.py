@@ -166,45 +166,42 @@ def _compile_output(out: Output, params, where: str):
         raise RuleError(f"{where} shape: expected a tensor parameter's name or a sequence of dimensions, "
                         f"got {out.shape!r}")
 
-    # dtype
-    if not isinstance(out.dtype, str):
-        fixed = dtype_name(out.dtype)
-        dtype = lambda bound: fixed  # noqa: E731
-    elif out.dtype in by_name:
-        p = by_name[out.dtype]
-        name = out.dtype
-        if p.is_tensor:
-            dtype = lambda bound: bound[name].dtype  # noqa: E731
-        elif p.kind == "dtype":
-            dtype = lambda bound: dtype_name(bound[name])  # noqa: E731
-        else:
-            raise RuleError(f"{where} dtype: parameter {name!r} is a {p.kind}, not a tensor or a dtype")
-    elif _DTYPE_NAME.fullmatch(out.dtype):
-        fixed = out.dtype
-        dtype = lambda bound: fixed  # noqa: E731
-    else:
-        raise RuleError(f"{where} dtype: {out.dtype!r} is neither a parameter nor a dtype name such as 'float32'")
-
-    # device
-    if out.device is None:
-        device = lambda bound: _primary_device(bound, tensors)  # noqa: E731
-    elif isinstance(out.device, str) and out.device in by_name:
-        p = by_name[out.device]
-        name = out.device
-        if p.is_tensor:
-            device = lambda bound: bound[name].device  # noqa: E731
-        elif p.kind == "device":
-            device = lambda bound: as_device(bound[name])  # noqa: E731
-        else:
-            raise RuleError(f"{where} device: parameter {name!r} is a {p.kind}, not a tensor or a device")
-    else:
-        try:
-            fixed_device = as_device(out.device)
-        except ValueError:
-            raise RuleError(f"{where} device: {out.device!r} is neither a parameter nor a device") from None
-        device = lambda bound: fixed_device  # noqa: E731
-
+    dtype = _compile_dtype(out.dtype, by_name, where)
+    device = _compile_device(out.device, by_name, tensors, where)
     return lambda bound: TensorSpec(shape(bound), dtype(bound), device(bound))
+
+
+def _compile_dtype(rule, by_name, where: str):
+    if not isinstance(rule, str):
+        fixed = dtype_name(rule)
+        return lambda bound: fixed
+    p = by_name.get(rule)
+    if p is not None and p.is_tensor:
+        return lambda bound: bound[rule].dtype
+    if p is not None and p.kind == "dtype":
+        return lambda bound: dtype_name(bound[rule])
+    if p is not None:
+        raise RuleError(f"{where} dtype: parameter {rule!r} is a {p.kind}, not a tensor or a dtype")
+    if _DTYPE_NAME.fullmatch(rule):
+        return lambda bound: rule
+    raise RuleError(f"{where} dtype: {rule!r} is neither a parameter nor a dtype name such as 'float32'")
+
+
+def _compile_device(rule, by_name, tensors, where: str):
+    if rule is None:
+        return lambda bound: _primary_device(bound, tensors)
+    p = by_name.get(rule) if isinstance(rule, str) else None
+    if p is not None and p.is_tensor:
+        return lambda bound: bound[rule].device
+    if p is not None and p.kind == "device":
+        return lambda bound: as_device(bound[rule])
+    if p is not None:
+        raise RuleError(f"{where} device: parameter {rule!r} is a {p.kind}, not a tensor or a device")
+    try:
+        fixed = as_device(rule)
+    except (ValueError, TypeError):
+        raise RuleError(f"{where} device: {rule!r} is neither a parameter nor a device") from None
+    return lambda bound: fixed
 
 
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
