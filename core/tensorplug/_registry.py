@@ -245,8 +245,15 @@ class _Registry:
         self.pm.hook.tensorplug_op_declared(op=op)
 
     def op_impl(self, op, arg_type: type):
+        # pluggy's firstresult order, in a plain loop: a tracer that executes Python
+        # symbolically (paddle's SOT, dynamo) can follow it, not pluggy's hook caller.
         self.ensure_loaded()
-        return self.pm.hook.tensorplug_op_impl(op=op, arg_type=arg_type)
+        for impl in reversed(self.pm.hook.tensorplug_op_impl.get_hookimpls()):
+            kwargs = {"op": op, "arg_type": arg_type}
+            result = impl.function(**{name: kwargs[name] for name in impl.argnames})
+            if result is not None:
+                return result
+        return None
 
     def output_table(self, framework: str, caller: str = "output_framework"):
         self.ensure_loaded()
