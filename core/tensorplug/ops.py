@@ -1,6 +1,6 @@
 """Ops: one declaration that makes a kernel usable inside every framework's graph compiler.
 
-``tensorplug.op("mylib::axpy", mod.axpy, returns=...)`` returns an :class:`Op`. Called, it
+``tensorplug.op("mylib::axpy", mod.axpy, returns=...)`` returns an :class:`tensorplug.Op`. Called, it
 behaves as the function does; and each adapter, asked through the hooks
 ``tensorplug_op_declared`` and ``tensorplug_op_impl`` (:mod:`tensorplug.hookspecs`), makes
 it an operator of its framework's compiler (a ``torch.library`` custom op, an XLA FFI
@@ -67,11 +67,11 @@ class Op:
     that the framework's compiler, autograd and transforms see one operator.
 
     Attributes an adapter reads: ``name`` (``"mylib::axpy"``), ``namespace``, ``opname``,
-    ``function`` (the :class:`tensorplug.Function`), ``params`` (:class:`Param` tuple),
+    ``function`` (the :class:`tensorplug.Function`), ``params`` (:class:`~tensorplug.ops.Param` tuple),
     ``result`` (the signature's result kind: ``"void"``, ``"tensor"`` or ``"tuple"``),
     ``written`` (names of the tensor parameters the kernel writes), ``n_outputs`` (the
     number of tensors returned; 0 for destination-passing kernels), and the methods
-    :meth:`bind` and :meth:`output_specs`.
+    :meth:`tensorplug.Op.bind` and :meth:`tensorplug.Op.output_specs`.
     """
 
     def __init__(self, name: str, function, *, returns=None, writes=()):
@@ -178,7 +178,7 @@ class Op:
             raise TypeError(f"{self.name}: {e}") from None
 
     def output_specs(self, bound: dict[str, Any]) -> tuple[TensorSpec, ...]:
-        """The :class:`TensorSpec` of each tensor the kernel returns, from the ``returns``
+        """The :class:`tensorplug.TensorSpec` of each tensor the kernel returns, from the ``returns``
         rule, for arguments ``bound`` by name with tensors given as TensorSpec (adapters
         convert their traced tensors). Empty for a destination-passing kernel."""
         if self._rule is None:
@@ -209,7 +209,7 @@ _ops_lock = threading.Lock()
 
 def op(name: str, function, *, returns=None, writes=()) -> Op:
     """Declare the kernel ``function`` as the operator ``name`` (``"namespace::name"``) of
-    every framework with a graph compiler, and return it as an :class:`Op`.
+    every framework with a graph compiler, and return it as an :class:`tensorplug.Op`.
 
     ``returns``: the output rule of a kernel that returns tensors it allocates
     (``FromEnvAlloc``): ``tensorplug.like("x")``, ``tensorplug.Output(shape, dtype,

@@ -11,12 +11,12 @@ knowledge as ``returns=``:
   argument dimensions and integer arguments (``("a.shape[0]", "b.shape[1]")``,
   ``("n",)``, ``("(x.shape[-1] + 2 * pad - k) // stride + 1",)``);
 - a Python function for the rest: called with the kernel's arguments by name, tensors as
-  :class:`TensorSpec`, it returns the output's TensorSpec;
+  :class:`tensorplug.TensorSpec`, it returns the output's TensorSpec;
 - a tuple of those, one per tensor, for a kernel returning a ``std::tuple`` of tensors.
 
 Destination-passing kernels (outputs preallocated by the caller and written in place)
 return nothing and need no rule. Pure Python; no framework is imported here: adapters turn
-their tensors into :class:`TensorSpec` and the specs back into their tensors.
+their tensors into :class:`tensorplug.TensorSpec` and the specs back into their tensors.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class TensorSpec(NamedTuple):
     """A tensor without data: ``shape`` (a tuple of ints, or of a compiler's symbolic
     ints), ``dtype`` (a tensorplug dtype name such as ``"float32"``) and ``device`` (a
     :class:`tensorplug.Device`; None in a shape function's result: the device of the
-    call's primary tensor, see :class:`Output`)."""
+    call's primary tensor, see :class:`tensorplug.Output`)."""
 
     shape: tuple
     dtype: str
@@ -212,7 +212,7 @@ _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
 
 def _compile_dim(dim, by_name, where: str):
     """A function ``bound -> int`` for one dimension: an int, or an expression (see
-    :class:`Output`) compiled once into closures, never ``eval``-ed."""
+    :class:`tensorplug.Output`) compiled once into closures, never ``eval``-ed."""
     if isinstance(dim, int) and not isinstance(dim, bool):
         return lambda bound: dim
     if not isinstance(dim, str):

@@ -106,15 +106,15 @@ def _no_outputs(*args):
 def _kernel(op):
     function = op.function
     if any(p.is_tensor for p in op.params):
-        def kernel(*args):
-            return function(*args)
-    else:
-        # No tensor argument decides the output framework: ask for torch tensors.
-        as_torch = output_framework("torch")
+        # The dispatcher calls the compiled function itself: no Python frame in between.
+        return function
+    # No tensor argument decides the output framework: ask for torch tensors.
+    as_torch = output_framework("torch")
 
-        def kernel(*args):
-            with as_torch:
-                return function(*args)
+    def kernel(*args):
+        with as_torch:
+            return function(*args)
+
     kernel.__name__ = op.opname
     return kernel
 

@@ -27,8 +27,10 @@ from tensorplug._types import as_device
 from tensorplug.testing import (DTYPES, TensorplugFramework, Unsupported, capability, make_tensor, numpy_view,
                                 run_isolated)
 
+from tensorplug.testing.conformance_compiler import TestCompiler  # noqa: E402  (the "compiler" capability)
+
 __all__ = ["TestExchange", "TestDtypes", "TestLayouts", "TestReadOnly", "TestStream", "TestAllocator", "TestOutput",
-           "TestErrors", "TestMixed"]
+           "TestErrors", "TestMixed", "TestCompiler"]
 
 # name: (shape, strides in elements)
 LAYOUTS = {

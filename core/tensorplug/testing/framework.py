@@ -130,6 +130,12 @@ class Framework:
         the framework and gives ``(stream object, raw handle)``; None without streams."""
         return None
 
+    def compile(self, fn):
+        """``fn`` compiled by the framework's graph compiler (``torch.compile``,
+        ``jax.jit``), to be called with this framework's tensors, or None (the default):
+        the framework has none, and the kit's "compiler" checks report "not provided"."""
+        return None
+
     def require_cpu(self, device) -> None:
         """Raise :class:`Unsupported` unless ``device`` is the CPU (None counts as CPU)."""
         if device not in (None, "cpu", "cpu:0"):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-CAPABILITIES = ("exchange", "dtypes", "layouts", "read-only", "stream", "allocator", "output", "errors", "mixed")
+CAPABILITIES = ("exchange", "dtypes", "layouts", "read-only", "stream", "allocator", "output", "errors", "mixed",
+                "compiler")
 
 
 @dataclass

@@ -46,6 +46,13 @@ class TorchFramework(Framework):
     def data_ptr(self, x):
         return x.data_ptr()
 
+    def compile(self, fn):
+        import torch
+
+        # aot_eager: dynamo's graph capture and aot_autograd's functionalization, without
+        # inductor's C++ compile (tests/test_op_torch.py runs inductor).
+        return torch.compile(fn, backend="aot_eager", fullgraph=True)
+
     def allocation_counter(self, device):
         import torch
 
