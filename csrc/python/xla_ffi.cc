@@ -8,6 +8,7 @@
 // stream as the env stream and an allocator that hands out XLA's result buffers in order
 // (Tensor::FromEnvAlloc), calls the function through the C ABI, and checks what it
 // returned. It runs on XLA's threads without the GIL and touches no Python object.
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -104,9 +105,13 @@ constexpr DTypeEntry kDTypes[] = {
 };
 
 const DTypeEntry* FromXla(DataType dtype) {
-  for (const auto& entry : kDTypes)
-    if (entry.xla == dtype) return &entry;
-  return nullptr;
+  // Direct index: XLA's element type codes are small (a call converts every buffer).
+  static const auto kByCode = [] {
+    std::array<const DTypeEntry*, 32> table{};
+    for (const auto& entry : kDTypes) table[entry.xla] = &entry;
+    return table;
+  }();
+  return static_cast<uint32_t>(dtype) < kByCode.size() ? kByCode[dtype] : nullptr;
 }
 
 std::string DTypeText(DLDataType dtype) {
@@ -246,8 +251,10 @@ struct EnvScope {
   void* saved_stream;
   DLPackManagedTensorAllocator saved_alloc;
   XlaCall* saved_call;
-  EnvScope(DLDevice d, void* stream, XlaCall* call) : device(d) {
-    saved_stream = TPEnvSetStream(d.device_type, d.device_id, stream);
+  EnvScope(DLDevice d, void* stream, XlaCall* call) : device(d), saved_stream(nullptr) {
+    // XLA:CPU has no stream, and a CPU stream is set only inside a tensorplug call from
+    // Python, never around an XLA computation: the CPU entry is already NULL.
+    if (d.device_type != kDLCPU) saved_stream = TPEnvSetStream(d.device_type, d.device_id, stream);
     saved_alloc = TPEnvSetAllocator(AllocXlaResult);
     saved_call = tls_call;
     tls_call = call;
@@ -255,7 +262,7 @@ struct EnvScope {
   ~EnvScope() {
     tls_call = saved_call;
     TPEnvSetAllocator(saved_alloc);
-    TPEnvSetStream(device.device_type, device.device_id, saved_stream);
+    if (device.device_type != kDLCPU) TPEnvSetStream(device.device_type, device.device_id, saved_stream);
   }
 };
 
