@@ -20,15 +20,27 @@
 #include <vector>
 
 #include "common.h"
+#include "function_object.h"
+#include "tensorplug/dtype.h"
 #include "xla_ffi_api.h"
 
 namespace tensorplug::py {
 
-TPFunctionHandle FunctionHandleOf(PyObject* obj);  // call.cc
-
 namespace {
 
+// XLA's names, declared here so that they win over the core's own (tensorplug::Error is
+// the kernel API's exception, py::CallFrame the core's call frame).
 using namespace xla_ffi;
+using xla_ffi::Api;
+using xla_ffi::Args;
+using xla_ffi::Attrs;
+using xla_ffi::Buffer;
+using xla_ffi::ByteSpan;
+using xla_ffi::CallFrame;
+using xla_ffi::DataType;
+using xla_ffi::Error;
+using xla_ffi::Rets;
+using xla_ffi::Scalar;
 
 // ------------------------------------------------------------------- plans ----
 // Where a parameter's value comes from.
@@ -88,20 +100,17 @@ const OpPlan* FindPlan(std::string_view name) {
 }
 
 // ------------------------------------------------------------------ dtypes ----
+// XLA element types that have a DLPack equivalent.
 struct DTypeEntry {
   DataType xla;
   DLDataType dl;
-  const char* name;
 };
 constexpr DTypeEntry kDTypes[] = {
-    {kPred, {kDLBool, 8, 1}, "bool"},       {kS8, {kDLInt, 8, 1}, "int8"},
-    {kS16, {kDLInt, 16, 1}, "int16"},       {kS32, {kDLInt, 32, 1}, "int32"},
-    {kS64, {kDLInt, 64, 1}, "int64"},       {kU8, {kDLUInt, 8, 1}, "uint8"},
-    {kU16, {kDLUInt, 16, 1}, "uint16"},     {kU32, {kDLUInt, 32, 1}, "uint32"},
-    {kU64, {kDLUInt, 64, 1}, "uint64"},     {kF16, {kDLFloat, 16, 1}, "float16"},
-    {kF32, {kDLFloat, 32, 1}, "float32"},   {kF64, {kDLFloat, 64, 1}, "float64"},
-    {kBF16, {kDLBfloat, 16, 1}, "bfloat16"}, {kC64, {kDLComplex, 64, 1}, "complex64"},
-    {kC128, {kDLComplex, 128, 1}, "complex128"},
+    {kPred, {kDLBool, 8, 1}},    {kS8, {kDLInt, 8, 1}},        {kS16, {kDLInt, 16, 1}},
+    {kS32, {kDLInt, 32, 1}},     {kS64, {kDLInt, 64, 1}},      {kU8, {kDLUInt, 8, 1}},
+    {kU16, {kDLUInt, 16, 1}},    {kU32, {kDLUInt, 32, 1}},     {kU64, {kDLUInt, 64, 1}},
+    {kF16, {kDLFloat, 16, 1}},   {kF32, {kDLFloat, 32, 1}},    {kF64, {kDLFloat, 64, 1}},
+    {kBF16, {kDLBfloat, 16, 1}}, {kC64, {kDLComplex, 64, 1}},  {kC128, {kDLComplex, 128, 1}},
 };
 
 const DTypeEntry* FromXla(DataType dtype) {
@@ -114,15 +123,8 @@ const DTypeEntry* FromXla(DataType dtype) {
   return static_cast<uint32_t>(dtype) < kByCode.size() ? kByCode[dtype] : nullptr;
 }
 
-std::string DTypeText(DLDataType dtype) {
-  for (const auto& entry : kDTypes)
-    if (entry.dl.code == dtype.code && entry.dl.bits == dtype.bits && dtype.lanes == 1) return entry.name;
-  return "dtype(code=" + std::to_string(dtype.code) + ", bits=" + std::to_string(dtype.bits) +
-         ", lanes=" + std::to_string(dtype.lanes) + ")";
-}
-
 std::string ShapeText(DLDataType dtype, int64_t ndim, const int64_t* shape) {
-  std::string text = DTypeText(dtype) + "[";
+  std::string text = DataTypeToString(dtype) + "[";
   for (int64_t i = 0; i < ndim; ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
   return text + "]";
 }

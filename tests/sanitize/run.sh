@@ -44,7 +44,7 @@ echo "+ building tensorplug with TENSORPLUG_SANITIZE=ON into $VENV"
   -C cmake.define.TENSORPLUG_SANITIZE=ON -C install.strip=false -C build-dir="$WORK/build" "$ROOT"
 
 # ---- 3. tools that must not run with the preload -----------------------------------------
-for tool in cc c++ gcc g++ cpp as ld ar nvcc clang clang++ cmake ninja make ldd; do
+for tool in cc c++ gcc g++ cpp as ld ar nvcc clang clang++ cmake ninja ldd; do
   real=$(command -v "$tool" || true)
   [ -n "$real" ] || continue
   printf '#!/bin/sh\nunset LD_PRELOAD\nexec "%s" "$@"\n' "$real" > "$BIN/$tool"
