@@ -48,6 +48,11 @@ class JaxFramework(Framework):
     def data_ptr(self, x):
         return x.unsafe_buffer_pointer()
 
+    def compile(self, fn):
+        import jax
+
+        return jax.jit(fn)
+
 
 @pytest.hookimpl(optionalhook=True)  # the kit's hook: absent under -p no:tensorplug
 def pytest_tensorplug_framework(name):
