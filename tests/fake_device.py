@@ -30,6 +30,7 @@ import tensorplug
 from tensorplug.testing import Framework, numpy_view
 
 CPU, CUDA = 1, 2  # DLDeviceType codes
+UINT, BFLOAT = 1, 4  # DLDataTypeCode codes
 
 
 class _DLDevice(ctypes.Structure):
@@ -37,11 +38,12 @@ class _DLDevice(ctypes.Structure):
 
 
 class _ManagedTensorVersioned(ctypes.Structure):
-    """The head of DLManagedTensorVersioned (DLPack 1.x), up to the device of its DLTensor."""
+    """The head of DLManagedTensorVersioned (DLPack 1.x), up to the dtype of its DLTensor."""
 
     _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("manager_ctx", ctypes.c_void_p),
                 ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("data", ctypes.c_void_p),
-                ("device", _DLDevice)]
+                ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype_code", ctypes.c_uint8),
+                ("dtype_bits", ctypes.c_uint8), ("dtype_lanes", ctypes.c_uint16)]
 
 
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
@@ -49,11 +51,21 @@ _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
-def relabeled_capsule(producer, device: tuple[int, int]):
-    """``producer.__dlpack__`` as a versioned capsule whose tensor reports ``device``."""
+def relabeled_capsule(producer, device: tuple[int, int], bfloat16_as_uint16: bool = False):
+    """``producer.__dlpack__`` as a versioned capsule whose tensor reports ``device``.
+
+    numpy exports no bfloat16 (ml_dtypes'): such an array is exported as its uint16 bits,
+    relabelled bfloat16; ``bfloat16_as_uint16`` does the reverse, for numpy to import."""
+    bfloat16 = isinstance(producer, np.ndarray) and producer.dtype.name == "bfloat16"
+    if bfloat16:
+        producer = producer.view(np.uint16)
     capsule = producer.__dlpack__(max_version=(1, 0))
     managed = _ManagedTensorVersioned.from_address(_capsule_pointer(capsule, b"dltensor_versioned"))
     managed.device.device_type, managed.device.device_id = device
+    if bfloat16:
+        managed.dtype_code = BFLOAT
+    if bfloat16_as_uint16 and managed.dtype_code == BFLOAT:
+        managed.dtype_code = UINT
     return capsule
 
 
@@ -64,7 +76,7 @@ class _HostView:
         self.base = base
 
     def __dlpack__(self, **kwargs):
-        return relabeled_capsule(self.base, (CPU, 0))
+        return relabeled_capsule(self.base, (CPU, 0), bfloat16_as_uint16=True)
 
     def __dlpack_device__(self):
         return (CPU, 0)
@@ -91,7 +103,12 @@ class FakeDeviceTensor:
         """The memory as a numpy array (a view)."""
         if isinstance(self.base, np.ndarray):
             return self.base
-        return np.from_dlpack(_HostView(self.base))
+        array = np.from_dlpack(_HostView(self.base))
+        if str(self.base.dtype) == "bfloat16":
+            import ml_dtypes
+
+            array = array.view(ml_dtypes.bfloat16)
+        return array
 
     @property
     def data_ptr(self) -> int:
