@@ -10,6 +10,7 @@ from . import _core, _registry, _signature, exchange
 from ._core import Function, Tensor
 from ._context import get_raw_stream, output_framework, use_raw_stream, use_stream
 from ._module import Module, load_module
+from ._module import load_library, load_module_from_package
 from ._registry import (AdapterInfo, AdapterRecord, ExchangeTable, adapters, output_table, register_adapter,
                         unregister_adapter)
 from ._types import Device
@@ -78,6 +79,7 @@ def __getattr__(name: str):
 __all__ = [
     "AdapterInfo", "AdapterRecord", "Device", "ExchangeTable", "Function", "Module", "Tensor",
     "adapters", "cpp", "empty", "exchange", "from_dlpack", "get_global_func", "get_raw_stream", "hookimpl",
-    "list_global_func_names", "load_module", "output_framework", "output_table", "register_adapter",
+    "list_global_func_names", "load_library", "load_module", "load_module_from_package",
+    "output_framework", "output_table", "register_adapter",
     "register_global_func", "remove_global_func", "unregister_adapter", "use_raw_stream", "use_stream",
 ]

@@ -33,6 +33,22 @@ def cmd_adapters(args) -> int:
     return 0
 
 
+def build_flags() -> dict[str, str]:
+    """Compiler and linker flags for a kernel library built without CMake (Makefile,
+    setuptools): ``cc $(cflags) -shared -o libk.so k.c $(ldflags) $(libs)``. ``ldflags`` has
+    an absolute runpath to this libtensorplug, right for local builds; a shipped library
+    needs none (see docs/shipping.md)."""
+    from tensorplug import cpp
+
+    visibility = "-fPIC -fvisibility=hidden"  # only TENSORPLUG_EXPORT/TP_EXPORT symbols are exported
+    return {
+        "cflags": f"-I{cpp.include_dir()} {visibility}",
+        "cxxflags": f"-I{cpp.include_dir()} -std=c++17 {visibility}",
+        "ldflags": f"-L{cpp.lib_dir()} -Wl,-rpath,{cpp.lib_dir()}",
+        "libs": "-ltensorplug",
+    }
+
+
 def cmd_config(args) -> int:
     from tensorplug import cpp
 
@@ -42,7 +58,10 @@ def cmd_config(args) -> int:
         print(cpp.lib_dir())
     if args.cmakedir:
         print(cpp.cmake_dir())
-    if not (args.includedir or args.libdir or args.cmakedir):
+    flags = [name for name in ("cflags", "cxxflags", "ldflags", "libs") if getattr(args, name)]
+    if flags:  # one line, in this order, whatever the order asked: `$(tensorplug config ...)`
+        print(" ".join(build_flags()[name] for name in flags))
+    if not (args.includedir or args.libdir or args.cmakedir or flags):
         print(f"includedir: {cpp.include_dir()}\nlibdir: {cpp.lib_dir()}\ncmakedir: {cpp.cmake_dir()}")
     return 0
 
@@ -102,6 +121,10 @@ def main(argv=None) -> int:
     config.add_argument("--includedir", action="store_true", help="print the header directory")
     config.add_argument("--libdir", action="store_true", help="print the libtensorplug directory")
     config.add_argument("--cmakedir", action="store_true", help="print the tensorplugConfig.cmake directory")
+    config.add_argument("--cflags", action="store_true", help="print C compiler flags for a kernel library")
+    config.add_argument("--cxxflags", action="store_true", help="print C++ compiler flags for a kernel library")
+    config.add_argument("--ldflags", action="store_true", help="print linker flags (-L and a runpath to libtensorplug)")
+    config.add_argument("--libs", action="store_true", help="print the libraries to link (-ltensorplug)")
     bench = sub.add_parser("bench", help="call-overhead benchmark of a source checkout (benchmarks/README.md)",
                            add_help=False)
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)

@@ -18,10 +18,10 @@ class Module(types.ModuleType):
     ``m.path`` is the library's path; made by :func:`load_module`.
     """
 
-    def __init__(self, path, *, release_gil: bool = True):
+    def __init__(self, path, *, release_gil: bool = True, _load_flags: int = 0):
         path = os.fspath(path)
         super().__init__(os.path.basename(path), f"tensorplug kernel library {path}")
-        handle, names = _core.load_library(path)
+        handle, names = _core.load_library(path, _load_flags)
         self.path = path
         self.functions: tuple[str, ...] = tuple(names)
         self._handle = handle
@@ -53,6 +53,61 @@ def load_module(path, *, release_gil: bool = True) -> Module:
     """Load the kernel library at ``path``.
 
     Raises FileNotFoundError for a missing path and ValueError for a file that is not a
-    shared library or exports no ``__tensorplug_<name>`` function. ``release_gil`` (default
+    shared library, was built for another tensorplug ABI (docs/shipping.md, "The ABI
+    rule"), or exports no ``__tensorplug_<name>`` function (see :func:`load_library`). ``release_gil`` (default
     True, as apache-tvm-ffi does) releases the GIL around each call."""
     return Module(path, release_gil=release_gil)
+
+
+# TPModuleLoadEx flags (c_api.h).
+_LOAD_RUNTIME = 1
+_LOAD_GLOBAL = 2
+
+
+def load_library(path, *, global_symbols: bool = False, release_gil: bool = True) -> Module:
+    """Load a runtime library: a library that registers global functions and state when it
+    is loaded (``TENSORPLUG_REGISTER_GLOBAL``, ``TPGlobalFuncRegister`` in a static
+    initializer), as a DSL's runtime does, and may export no kernel function. Its global
+    functions are then found by name, from Python (:func:`get_global_func`) and from other
+    libraries' C and C++ code (``TPGlobalFuncGet``, ``Function::GetGlobal``).
+
+    Returns the library's :class:`Module` (``functions`` may be empty). Loading it again
+    returns a new Module and does not run its static initializers again. With
+    ``global_symbols`` its symbols also resolve undefined references of libraries loaded
+    later (``RTLD_GLOBAL``; a library first loaded without it is promoted). Raises what
+    :func:`load_module` raises, except for a library exporting no function."""
+    flags = _LOAD_RUNTIME | (_LOAD_GLOBAL if global_symbols else 0)
+    return Module(path, release_gil=release_gil, _load_flags=flags)
+
+
+def load_module_from_package(package: str, filename: str, *, release_gil: bool = True) -> Module:
+    """Load the kernel library ``filename`` shipped inside the installed Python package
+    ``package``: ``load_module_from_package("mykernels", "libmykernels.so")``.
+
+    ``filename`` is relative to the package directory (``"lib/libk.so"`` is fine) and may
+    not leave it. The package itself is not imported (parent packages of a dotted name
+    are), so its ``__init__`` may call this with ``__name__``. Raises ModuleNotFoundError
+    when no such package is installed, FileNotFoundError when it has no such file, and
+    what :func:`load_module` raises for the file."""
+    import importlib.util
+    from pathlib import Path, PurePosixPath
+
+    where = "load_module_from_package()"
+    if not isinstance(package, str) or not package:
+        raise TypeError(f"{where} argument 'package': expected a package name (str), got {package!r}")
+    if not isinstance(filename, str) or not filename:
+        raise TypeError(f"{where} argument 'filename': expected a file name (str), got {filename!r}")
+    relative = PurePosixPath(filename)
+    if relative.is_absolute() or ".." in relative.parts or "\\" in filename:
+        raise ValueError(f"{where} argument 'filename': expected a path inside the package, got {filename!r}")
+    spec = importlib.util.find_spec(package)
+    if spec is None:
+        raise ModuleNotFoundError(f"{where}: no installed package named {package!r}", name=package)
+    if not spec.submodule_search_locations:
+        raise ValueError(f"{where} argument 'package': {package!r} is a module, not a package")
+    for location in spec.submodule_search_locations:
+        path = Path(location, *relative.parts)
+        if path.is_file():
+            return load_module(path, release_gil=release_gil)
+    locations = ", ".join(map(str, spec.submodule_search_locations))
+    raise FileNotFoundError(f"{where}: package {package!r} ({locations}) has no file {filename!r}")

@@ -39,14 +39,17 @@ void AppendName(void* ctx, const char* name) {
   }
 }
 
-// load_library(path) -> (handle, [names])
-PyObject* LoadLibrary(PyObject*, PyObject* arg) {
+// load_library(path, flags=0) -> (handle, [names]); flags: TP_MODULE_LOAD_*
+PyObject* LoadLibrary(PyObject*, PyObject* args) {
+  PyObject* arg;
+  unsigned int flags = 0;
+  if (!PyArg_ParseTuple(args, "O|I", &arg, &flags)) return nullptr;
   PyObject* path = nullptr;
   if (!PyUnicode_FSConverter(arg, &path)) return nullptr;
   TPModuleHandle module = nullptr;
   int rc;
   Py_BEGIN_ALLOW_THREADS  // static initialisers of the library may take a while
-  rc = TPModuleLoad(PyBytes_AS_STRING(path), &module);
+  rc = TPModuleLoadEx(PyBytes_AS_STRING(path), flags, &module);
   Py_END_ALLOW_THREADS
   Py_DECREF(path);
   if (rc != 0) return RaiseFromTPError();
@@ -302,7 +305,7 @@ PyObject* SetSignatureBuilderPy(PyObject*, PyObject* fn) {
 PyObject* ABIVersionPy(PyObject*, PyObject*) { return PyLong_FromLong(TPGetABIVersion()); }
 
 PyMethodDef kMethods[] = {
-    {"load_library", LoadLibrary, METH_O, "load_library(path) -> (handle, names)"},
+    {"load_library", LoadLibrary, METH_VARARGS, "load_library(path, flags=0) -> (handle, names)"},
     {"get_function", GetFunction, METH_VARARGS, "get_function(handle, name, release_gil=True) -> Function"},
     {"register_global_func", RegisterGlobalFunc, METH_VARARGS, "register_global_func(name, f, override=False)"},
     {"get_global_func", GetGlobalFunc, METH_O, "get_global_func(name) -> Function | None"},

@@ -1,5 +1,6 @@
-// Loading kernel libraries: dlopen, then find `__tensorplug_<name>` functions by reading
-// the library's dynamic symbol table (ELF), so that plain-C libraries need no registry.
+// Loading kernel libraries: read the library's dynamic symbol table (ELF) for its
+// `__tensorplug_<name>` functions (plain-C libraries need no registry) and its ABI record,
+// refuse a library built for another ABI, then dlopen.
 #include <dlfcn.h>
 #include <elf.h>
 #include <sys/stat.h>
@@ -20,10 +21,19 @@ namespace {
 
 constexpr char kFuncPrefix[] = "__tensorplug_";
 constexpr char kSigPrefix[] = "__tensorplugsig_";
+constexpr char kABISymbol[] = "__tensorplugabi_version";  // defined by c_api.h
+// Libraries without an ABI record predate it, and the record was introduced with ABI 1.
+constexpr int32_t kABIWithoutRecord = 1;
 
-// Names of the global function symbols in the ELF .dynsym table that start with prefix.
-bool ListExportedFunctions(const std::string& path, std::vector<std::string>* names,
-                           std::string* error) {
+// What the loader reads from the file before dlopen, so that no code of a library runs
+// unless it exports functions and was built for this runtime's ABI.
+struct ElfExports {
+  std::vector<std::string> function_names;  // `__tensorplug_<name>` functions, prefix removed
+  bool has_abi_record = false;
+  int32_t abi_version = kABIWithoutRecord;
+};
+
+bool ReadElfExports(const std::string& path, ElfExports* out, std::string* error) {
   std::ifstream file(path, std::ios::binary);
   std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   if (bytes.size() < sizeof(Elf64_Ehdr) || std::memcmp(bytes.data(), ELFMAG, SELFMAG) != 0 ||
@@ -49,11 +59,26 @@ bool ListExportedFunctions(const std::string& path, std::vector<std::string>* na
     const char* strings = bytes.data() + strtab.sh_offset;
     for (size_t k = 0; k < count; ++k) {
       const Elf64_Sym& sym = syms[k];
-      if (sym.st_shndx == SHN_UNDEF || ELF64_ST_TYPE(sym.st_info) != STT_FUNC) continue;
-      if (sym.st_name >= strtab.sh_size) continue;
+      if (sym.st_shndx == SHN_UNDEF || sym.st_name >= strtab.sh_size) continue;
       const char* name = strings + sym.st_name;
-      if (std::strncmp(name, kFuncPrefix, sizeof(kFuncPrefix) - 1) == 0) {
-        names->emplace_back(name + sizeof(kFuncPrefix) - 1);
+      if (ELF64_ST_TYPE(sym.st_info) == STT_FUNC &&
+          std::strncmp(name, kFuncPrefix, sizeof(kFuncPrefix) - 1) == 0) {
+        out->function_names.emplace_back(name + sizeof(kFuncPrefix) - 1);
+      } else if (ELF64_ST_TYPE(sym.st_info) == STT_OBJECT && std::strcmp(name, kABISymbol) == 0) {
+        // The value lives in the file: st_value is an address inside its (read-only) section.
+        const bool readable = sym.st_size == sizeof(int32_t) && sym.st_shndx < eh->e_shnum &&
+                              sections[sym.st_shndx].sh_type == SHT_PROGBITS &&
+                              sym.st_value >= sections[sym.st_shndx].sh_addr &&
+                              sym.st_value - sections[sym.st_shndx].sh_addr + sizeof(int32_t) <=
+                                  sections[sym.st_shndx].sh_size;
+        const uint64_t offset =
+            readable ? sections[sym.st_shndx].sh_offset + (sym.st_value - sections[sym.st_shndx].sh_addr) : 0;
+        if (!readable || !in_bounds(offset, sizeof(int32_t))) {
+          *error = std::string("its ABI record ") + kABISymbol + " is not a readable int32";
+          return false;
+        }
+        out->has_abi_record = true;
+        std::memcpy(&out->abi_version, bytes.data() + offset, sizeof(int32_t));
       }
     }
     return true;
@@ -72,20 +97,43 @@ struct TPModuleObj {
 
 extern "C" {
 
-int TPModuleLoad(const char* path, TPModuleHandle* out) {
+int TPModuleLoad(const char* path, TPModuleHandle* out) { return TPModuleLoadEx(path, 0, out); }
+
+int TPModuleLoadEx(const char* path, uint32_t flags, TPModuleHandle* out) {
   *out = nullptr;
+  if (flags & ~(TP_MODULE_LOAD_RUNTIME | TP_MODULE_LOAD_GLOBAL)) {
+    return Fail("ValueError", "TPModuleLoadEx: unknown flags " + std::to_string(flags));
+  }
   struct stat st;
   if (!path || stat(path, &st) != 0) {
     return Fail("FileNotFoundError", std::string("no such file: ") + (path ? path : "(null)"));
   }
   if (!S_ISREG(st.st_mode)) return Fail("ValueError", std::string(path) + " is not a file");
-  std::vector<std::string> names;
+  ElfExports exports;
   std::string elf_error;
-  if (!ListExportedFunctions(path, &names, &elf_error)) {
+  if (!ReadElfExports(path, &exports, &elf_error)) {
     return Fail("ValueError", std::string(path) + " is not a loadable shared library: " + elf_error);
   }
+  if (exports.abi_version != TENSORPLUG_ABI_VERSION) {
+    const std::string built_for = exports.has_abi_record
+        ? "was built for tensorplug ABI " + std::to_string(exports.abi_version)
+        : std::string("has no ABI record (") + kABISymbol + "), so it is taken to be built for tensorplug ABI " +
+              std::to_string(exports.abi_version);
+    return Fail("ValueError", "kernel library '" + std::string(path) + "' " + built_for + ", this runtime is ABI " +
+                                  std::to_string(TENSORPLUG_ABI_VERSION) +
+                                  ": rebuild it against the headers of the installed tensorplug (tensorplug config "
+                                  "--includedir)");
+  }
+  // Checked before dlopen too: a runtime library passed to load_module by mistake must not
+  // register its global functions as a side effect of being refused.
+  if (exports.function_names.empty() && !(flags & TP_MODULE_LOAD_RUNTIME)) {
+    return Fail("ValueError", std::string(path) + " exports no tensorplug function (no symbol starts with '" +
+                                  kFuncPrefix + "'); a runtime library that only registers global functions "
+                                  "loads with tensorplug.load_library");
+  }
   // RTLD_NODELETE: tensors and functions made by the library may outlive its module.
-  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  const int visibility = (flags & TP_MODULE_LOAD_GLOBAL) ? RTLD_GLOBAL : RTLD_LOCAL;
+  void* handle = dlopen(path, RTLD_NOW | visibility | RTLD_NODELETE);
   if (!handle) {
     const char* why = dlerror();
     return Fail("ValueError", std::string("cannot load ") + path + ": " + (why ? why : "dlopen failed"));
@@ -94,15 +142,9 @@ int TPModuleLoad(const char* path, TPModuleHandle* out) {
   if (!module) return Fail("MemoryError", "out of memory");
   module->dl_handle = handle;
   module->path = path;
-  for (const std::string& name : names) {
+  for (const std::string& name : exports.function_names) {
     void* sym = dlsym(handle, (kFuncPrefix + name).c_str());
     if (sym) module->functions.emplace(name, reinterpret_cast<TPPackedFunc>(sym));
-  }
-  if (module->functions.empty()) {
-    delete module;
-    dlclose(handle);
-    return Fail("ValueError", std::string(path) + " exports no tensorplug function (no symbol starts with '" +
-                                  kFuncPrefix + "')");
   }
   *out = module;
   return 0;

@@ -21,7 +21,11 @@
 
 #include "tensorplug/dlpack.h"
 
-/* Bumped on any incompatible change of this header; checked when a library is loaded. */
+/*
+ * Bumped on any incompatible change of this header. Every library compiled with this
+ * header records the value in its symbol __tensorplugabi_version (see "ABI record" below),
+ * and TPModuleLoad refuses a library recorded for another ABI before running any of its code.
+ */
 #define TENSORPLUG_ABI_VERSION 1
 
 #if defined(_WIN32)
@@ -42,6 +46,22 @@ extern "C" {
 
 /* The ABI version libtensorplug was built with (TENSORPLUG_ABI_VERSION). */
 TP_API int32_t TPGetABIVersion(void);
+
+/*
+ * ABI record. Every translation unit that includes this header defines the exported,
+ * read-only int32 `__tensorplugabi_version` = TENSORPLUG_ABI_VERSION as a weak symbol: a
+ * library of many translation units (C, C++ or both) ends up with exactly one, and a library
+ * compiled with -fvisibility=hidden still exports it. TPModuleLoad reads it from the file
+ * before dlopen. A library without it (written without this header) is taken to be built
+ * for ABI 1, the ABI that predates the record. The name has no `__tensorplug_` prefix, so
+ * no kernel name can collide with it. libtensorplug itself does not define it.
+ */
+#if !defined(TENSORPLUG_RUNTIME_BUILD) && !defined(_WIN32)
+#ifdef __cplusplus /* a C++ namespace-scope const has internal linkage unless declared extern */
+extern
+#endif
+    __attribute__((weak)) TP_EXPORT const int32_t __tensorplugabi_version = TENSORPLUG_ABI_VERSION;
+#endif
 
 /* ------------------------------------------------------------------ values ---- */
 
@@ -218,10 +238,26 @@ typedef struct TPModuleObj* TPModuleHandle;
 
 /*
  * Load a kernel library. Fails when the path does not exist, is not a loadable shared
- * library, or exports no `__tensorplug_` function. Libraries stay mapped for the life
- * of the process once loaded (tensors they made may outlive the module object).
+ * library, records another ABI than TENSORPLUG_ABI_VERSION (checked before dlopen, so none
+ * of its code runs; see "ABI record"), or exports no `__tensorplug_` function. Libraries
+ * stay mapped for the life of the process once loaded (tensors they made may outlive the
+ * module object).
  */
 TP_API int TPModuleLoad(const char* path, TPModuleHandle* out);
+
+/* TPModuleLoadEx flags. */
+#define TP_MODULE_LOAD_RUNTIME 1u /* a runtime library: exporting no function is fine */
+#define TP_MODULE_LOAD_GLOBAL 2u  /* dlopen RTLD_GLOBAL: its symbols resolve references of
+                                     libraries loaded later (a library loaded before without
+                                     it is promoted) */
+/*
+ * TPModuleLoad with flags (TPModuleLoad(p, o) is TPModuleLoadEx(p, 0, o)). A runtime
+ * library registers global functions and state at static initialization (a DSL's
+ * runtime, say) and may export no `__tensorplug_` function; the same checks apply
+ * otherwise (ABI record included). Static initializers run once per process, however
+ * often the library is loaded.
+ */
+TP_API int TPModuleLoadEx(const char* path, uint32_t flags, TPModuleHandle* out);
 TP_API void TPModuleRelease(TPModuleHandle module);
 /* The exported function `name` (its signature attached); *out NULL when missing. */
 TP_API int TPModuleGetFunction(TPModuleHandle module, const char* name, TPFunctionHandle* out);
