@@ -47,7 +47,7 @@ class Refusal:
 
 def refusable() -> tuple[str, ...]:
     """What :meth:`Framework.refusals` may name: a refusable layout, a dtype of
-    :data:`DTYPES`, or ``"read-only"`` (the adapter refuses read-only memory)."""
+    ``DTYPES``, or ``"read-only"`` (the adapter refuses read-only memory)."""
     return (*REFUSABLE_LAYOUTS, *DTYPES, "read-only")
 
 
