@@ -163,10 +163,12 @@ struct AllocatedCtx {
 };
 void DeleteAllocated(DLManagedTensorVersioned* self) {
   auto* ctx = static_cast<AllocatedCtx*>(self->manager_ctx);
-  PyGILState_STATE gil = PyGILState_Ensure();
-  if (ctx->inner->deleter) ctx->inner->deleter(ctx->inner);
-  Py_DECREF(ctx->object);
-  PyGILState_Release(gil);
+  if (PythonUsable()) {  // after Py_Finalize the framework tensor is leaked, not touched
+    PyGILState_STATE gil = PyGILState_Ensure();
+    if (ctx->inner->deleter) ctx->inner->deleter(ctx->inner);
+    Py_DECREF(ctx->object);
+    PyGILState_Release(gil);
+  }
   delete ctx;
   delete self;
 }
@@ -175,7 +177,7 @@ int PyToObject(DLManagedTensorVersioned* managed, void** out) {
   PythonTable* t = Active();
   PyGILState_STATE gil = PyGILState_Ensure();
   int rc = -1;
-  PyObject* allocated = managed->deleter == DeleteAllocated ? static_cast<AllocatedCtx*>(managed->manager_ctx)->object
+  PyObject* allocated = managed->deleter == Guarded<DeleteAllocated> ? static_cast<AllocatedCtx*>(managed->manager_ctx)->object
                                                              : nullptr;
   if (allocated && LookupAdapter(Py_TYPE(allocated)) == ActivePythonTable()) {
     // The framework's own object: hand it back. (An allocator may also return another
@@ -233,10 +235,16 @@ int PyAllocate(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_
                          : nullptr;
   DLManagedTensorVersioned* inner = nullptr;
   if (object && PyManagedFromObject(object, &inner) == 0) {
+    if (!CheckTensorLayout(inner->dl_tensor, "the tensor an allocate() callable returned", PyExc_BufferError)) {
+      if (inner->deleter) inner->deleter(inner);
+      inner = nullptr;
+    }
+  }
+  if (inner) {
     auto* wrapped = new DLManagedTensorVersioned(*inner);
     wrapped->flags &= ~uint64_t(DLPACK_FLAG_BITMASK_READ_ONLY);  // a fresh tensor is the kernel's to fill
     wrapped->manager_ctx = new AllocatedCtx{inner, object};
-    wrapped->deleter = DeleteAllocated;
+    wrapped->deleter = Guarded<DeleteAllocated>;
     *out = wrapped;
     object = nullptr;  // owned by the context now
     rc = 0;
@@ -288,15 +296,16 @@ PyObject* MakePythonTable(PyObject* to_dlpack, PyObject* from_dlpack, PyObject* 
   auto* t = new PythonTable;
   t->api.header.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
   t->api.header.prev_api = nullptr;
-  t->api.managed_tensor_allocator = allocate == Py_None ? PyAllocateMissing : PyAllocate;
-  t->api.managed_tensor_from_py_object_no_sync = PyManagedFromObject;
-  t->api.managed_tensor_to_py_object_no_sync = PyToObject;
+  // Guarded: C code calls these (no C++ exception may leave them).
+  t->api.managed_tensor_allocator = allocate == Py_None ? Guarded<PyAllocateMissing> : Guarded<PyAllocate>;
+  t->api.managed_tensor_from_py_object_no_sync = Guarded<PyManagedFromObject>;
+  t->api.managed_tensor_to_py_object_no_sync = Guarded<PyToObject>;
   t->api.dltensor_from_py_object_no_sync = nullptr;  // the core uses the owning export
   if (import_functions) {
     t->api.managed_tensor_from_py_object_no_sync = import_functions->managed;
     t->api.dltensor_from_py_object_no_sync = import_functions->view;
   }
-  t->api.current_work_stream = PyCurrentStream;
+  t->api.current_work_stream = Guarded<PyCurrentStream>;
   t->to_dlpack = Py_NewRef(to_dlpack);
   t->from_dlpack = Py_NewRef(from_dlpack);
   t->current_stream = Py_NewRef(current_stream);

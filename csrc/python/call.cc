@@ -42,9 +42,12 @@ void ScratchRestore(ScratchMark mark) {
   ts.scratch_offset = mark.offset;
 }
 int64_t* ScratchAlloc(int32_t count) {
+  // Callers check ndim <= TP_MAX_NDIM first (at most 2 * 64 values); a larger request
+  // would not fit in a block, and is refused rather than written past it.
+  if (count < 0 || count > kScratchBlock) return nullptr;
   ThreadState& s = TS();
   if (s.scratch_blocks.empty()) s.scratch_blocks.emplace_back(new int64_t[kScratchBlock]);
-  if (s.scratch_offset + count > kScratchBlock) {  // count <= 64 (numpy's NPY_MAXDIMS)
+  if (s.scratch_offset + count > kScratchBlock) {
     ++s.scratch_block;
     s.scratch_offset = 0;
     if (s.scratch_block == int32_t(s.scratch_blocks.size())) s.scratch_blocks.emplace_back(new int64_t[kScratchBlock]);
@@ -55,40 +58,76 @@ int64_t* ScratchAlloc(int32_t count) {
 }
 
 // =============================================================== overrides ====
-bool HasStreamOverride(int32_t device_type, int32_t device_id) {
-  for (const auto& o : TS().stream_overrides) {
-    if (o.device_type == device_type && o.device_id == device_id) return true;
-  }
-  return false;
-}
-AdapterTable* OutputOverride() {
-  const auto& outputs = TS().output_overrides;
-  return outputs.empty() ? nullptr : outputs.back();
+std::atomic<int64_t> g_live_overrides{0};
+
+PyObject* OverrideVar() {
+  static PyObject* var = PyContextVar_New("tensorplug.overrides", nullptr);  // never freed
+  return var;
 }
 
-// _core.push_stream(device_type, device_id, handle) / pop_stream(): use_raw_stream's body.
-PyObject* PushStream(int32_t device_type, int32_t device_id, void* handle) {
-  void* previous = TPEnvSetStream(device_type, device_id, handle);
-  TS().stream_overrides.push_back({device_type, device_id, previous});
-  Py_RETURN_NONE;
+// What a call applies, packed once when a context is entered (a bytes object, the third
+// item of the ContextVar's tuple): reading it costs no Python integer conversions.
+struct PackedOverrides {
+  AdapterTable* output;
+  int32_t num_streams;
+  struct {
+    int32_t device_type, device_id;
+    void* stream;
+  } streams[1];  // num_streams of them
+};
+
+// _core.pack_overrides(streams, output) -> bytes, for tensorplug._context.
+PyObject* PackOverrides(PyObject* streams, PyObject* output_capsule) {
+  if (!PyTuple_Check(streams)) return PyErr_Format(PyExc_TypeError, "pack_overrides(): streams must be a tuple");
+  Py_ssize_t n = PyTuple_GET_SIZE(streams);
+  if (n > kMaxStreamOverrides) {
+    return PyErr_Format(PyExc_ValueError, "more than %d devices have a stream override in this context",
+                        kMaxStreamOverrides);
+  }
+  const size_t size = sizeof(PackedOverrides) + sizeof(PackedOverrides::streams[0]) * size_t(n);
+  PyObject* bytes = PyBytes_FromStringAndSize(nullptr, Py_ssize_t(size));
+  if (!bytes) return nullptr;
+  auto* packed = reinterpret_cast<PackedOverrides*>(PyBytes_AS_STRING(bytes));
+  std::memset(packed, 0, size);
+  packed->num_streams = int32_t(n);
+  if (output_capsule != Py_None) {
+    packed->output = static_cast<AdapterTable*>(PyCapsule_GetPointer(output_capsule, "tensorplug.adapter_table"));
+    if (!packed->output) return Py_DECREF(bytes), nullptr;
+  }
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    int device_type = 0, device_id = 0;
+    PyObject* handle = nullptr;
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(streams, i), "iiO", &device_type, &device_id, &handle)) {
+      return Py_DECREF(bytes), nullptr;
+    }
+    void* stream = handle == Py_None ? nullptr : PyLong_AsVoidPtr(handle);
+    if (PyErr_Occurred()) return Py_DECREF(bytes), nullptr;
+    packed->streams[i] = {device_type, device_id, stream};
+  }
+  return bytes;
 }
-PyObject* PopStream() {
-  auto& overrides = TS().stream_overrides;
-  if (overrides.empty()) return PyErr_Format(PyExc_RuntimeError, "no stream context to leave");
-  StreamOverride o = overrides.back();
-  overrides.pop_back();
-  TPEnvSetStream(o.device_type, o.device_id, o.previous);
-  Py_RETURN_NONE;
+
+bool AppliedOverrides::Apply() {
+  PyObject* state = nullptr;
+  if (PyContextVar_Get(OverrideVar(), Py_None, &state) < 0) return false;
+  if (state != Py_None) {
+    // Built by tensorplug._context only: (streams, output, packed).
+    const auto* packed = reinterpret_cast<const PackedOverrides*>(PyBytes_AS_STRING(PyTuple_GET_ITEM(state, 2)));
+    output = packed->output;
+    for (int32_t i = 0; i < packed->num_streams; ++i) {
+      const auto& e = packed->streams[i];
+      streams[num_streams++] = {e.device_type, e.device_id, TPEnvSetStream(e.device_type, e.device_id, e.stream)};
+    }
+  }
+  Py_DECREF(state);
+  return true;
 }
-PyObject* PushOutput(AdapterTable* table) {
-  TS().output_overrides.push_back(table);
-  Py_RETURN_NONE;
-}
-PyObject* PopOutput() {
-  auto& outputs = TS().output_overrides;
-  if (outputs.empty()) return PyErr_Format(PyExc_RuntimeError, "no output_framework context to leave");
-  outputs.pop_back();
-  Py_RETURN_NONE;
+
+void AppliedOverrides::Restore() {
+  while (num_streams > 0) {
+    --num_streams;
+    TPEnvSetStream(streams[num_streams].device_type, streams[num_streams].device_id, streams[num_streams].previous);
+  }
 }
 
 // ================================================================== errors ====
@@ -115,6 +154,20 @@ PyObject* ExceptionForKind(const std::string& kind) {
 }  // namespace
 
 void SetErrorViaTP(void*, const char* kind, const char* message) { TPErrorSet(kind, message); }
+
+void SetErrorFromCxxException() noexcept {
+  // Called from C code (exchange tables, deleters' callers) too: only with the GIL.
+  if (!PythonUsable() || !PyGILState_Check()) return;
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    PyErr_Format(PyExc_RuntimeError, "tensorplug internal error (C++ exception): %s", e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "tensorplug internal error: unknown C++ exception");
+  }
+}
 
 void TPErrorFromPython() {
   PyObject *type, *value, *traceback;
@@ -336,19 +389,30 @@ void AnnotateError(FunctionObject* f, int index, const Param* param) {
 int CallPythonCallable(void* self, const TPAny* args, int32_t nargs, TPAny* result);
 void DeletePythonCallable(void* self);
 
+// 0: converted; -1: a specific error is set (an index out of range); -2: not a device
+// (an error may be set, the caller replaces it).
 int ToDevice(PyObject* obj, DLDevice* out) {
   if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 2) {  // (device_type, device_id)
     int type = 0, id = 0;
-    if (!PyArg_ParseTuple(obj, "ii", &type, &id)) return -1;
+    if (!PyArg_ParseTuple(obj, "ii", &type, &id)) return PyErr_ExceptionMatches(PyExc_OverflowError) ? -1 : -2;
     *out = {static_cast<DLDeviceType>(type), id};
     return 0;
   }
   PyObject* text = PyObject_Str(obj);  // tensorplug.Device, "cuda:0", torch.device, ...
-  if (!text) return -1;
+  if (!text) return -2;
   const char* s = PyUnicode_AsUTF8(text);
-  bool ok = s && DeviceFromString(s, out);
+  int rc = s && DeviceFromString(s, out) ? 0 : -2;
+  if (rc != 0 && s) {
+    const char* colon = std::strchr(s, ':');
+    size_t digits = colon ? std::strspn(colon + 1, "0123456789") : 0;
+    if (digits > 0 && colon[1 + digits] == '\0') {  // "<type>:<digits>" whose index does not fit
+      PyErr_Format(PyExc_ValueError, "device index %s of '%s' is out of range (at most %d)", colon + 1, s,
+                   int(INT32_MAX));
+      rc = -1;
+    }
+  }
   Py_DECREF(text);
-  return ok ? 0 : -1;
+  return rc;
 }
 
 int ToDType(PyObject* obj, DLDataType* out) {
@@ -374,7 +438,7 @@ bool ConvertArg(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
   PyTypeObject* type = Py_TYPE(obj);
   switch (kind) {
     case Kind::kInt:
-      if (!PyLong_Check(type == &PyBool_Type ? nullptr : obj)) return ArgError(f, i, param, "an int", obj), false;
+      if (type == &PyBool_Type || !PyLong_Check(obj)) return ArgError(f, i, param, "an int", obj), false;
       out.type_index = kTPInt;
       out.v_int64 = PyLong_AsLongLong(obj);
       if (out.v_int64 == -1 && PyErr_Occurred()) return AnnotateError(f, i, param), false;
@@ -400,7 +464,8 @@ bool ConvertArg(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
       return true;
     case Kind::kDevice:
       out.type_index = kTPDevice;
-      if (ToDevice(obj, &out.v_device) != 0) {
+      if (int rc = ToDevice(obj, &out.v_device); rc != 0) {
+        if (rc == -1) return AnnotateError(f, i, param), false;
         PyErr_Clear();
         return ArgError(f, i, param, "a device such as 'cpu', 'cuda:0' or (device_type, device_id)", obj), false;
       }
@@ -439,7 +504,10 @@ bool ConvertArg(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
       }
       if (g_device_class && PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(g_device_class))) {
         out.type_index = kTPDevice;
-        if (ToDevice(obj, &out.v_device) != 0) return AnnotateError(f, i, param), false;
+        if (ToDevice(obj, &out.v_device) != 0) {
+          if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "%R is not a device tensorplug knows", obj);
+          return AnnotateError(f, i, param), false;
+        }
         return true;
       }
       break;
@@ -488,6 +556,9 @@ bool ConvertArg(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
           out.v_dltensor = view;
         }
       }
+      if (!CheckTensorLayout(*view, "tensor", PyExc_BufferError)) {
+        return AnnotateError(f, i, param), false;  // the frame releases the export
+      }
       if (table->complex_check && view->dtype.code == kDLComplex) {
         PyObject* ok = PyObject_CallOneArg(table->complex_check, obj);
         if (!ok) return AnnotateError(f, i, param), false;  // the frame releases the export
@@ -507,7 +578,7 @@ bool ConvertArg(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
 
   if (PyCallable_Check(obj)) {
     TPFunctionHandle handle = nullptr;
-    if (TPFunctionCreate(Py_NewRef(obj), CallPythonCallable, DeletePythonCallable, nullptr, &handle) != 0) {
+    if (TPFunctionCreate(Py_NewRef(obj), Guarded<CallPythonCallable>, Guarded<DeletePythonCallable>, nullptr, &handle) != 0) {
       Py_DECREF(obj);
       return RaiseFromTPError(), false;
     }
@@ -559,17 +630,25 @@ PyObject* CallInFrame(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs
   }
 
   // Stream, allocator and output type come from the primary tensor's adapter, unless an
-  // explicit context overrides them.
-  AdapterTable* output = OutputOverride();
+  // explicit context overrides them. No context is live anywhere in the common case: then
+  // no ContextVar is read.
+  AppliedOverrides overrides;
+  if (g_live_overrides.load(std::memory_order_relaxed) != 0 && !overrides.Apply()) {
+    frame.Release(int(nargs));
+    ScratchRestore(mark);
+    return nullptr;
+  }
+  AdapterTable* output = overrides.output;
   if (!output) output = frame.primary_table;
   const DLDevice dev = frame.primary_device;
   bool stream_set = false;
   void* previous_stream = nullptr;
-  if (frame.primary_table && dev.device_type != kDLCPU && !HasStreamOverride(dev.device_type, dev.device_id)) {
+  if (frame.primary_table && dev.device_type != kDLCPU && !overrides.Overrides(dev.device_type, dev.device_id)) {
     void* stream = nullptr;
     auto query = frame.primary_table->api->current_work_stream;
     PythonTableScope scope(frame.primary_table);
     if (query && query(dev.device_type, dev.device_id, &stream) != 0) {
+      overrides.Restore();
       frame.Release(int(nargs));
       ScratchRestore(mark);
       return nullptr;
@@ -579,8 +658,10 @@ PyObject* CallInFrame(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs
   }
   DLPackManagedTensorAllocator previous_alloc =
       TPEnvSetAllocator(output ? output->api->managed_tensor_allocator : nullptr);
-  AdapterTable* previous_python = ActivePythonTable();
-  ActivePythonTable() = output;  // the allocator of a Python table finds its callables here
+  ThreadState& ts = TS();
+  AdapterTable* previous_python = ts.python_table;
+  ts.python_table = output;  // the allocator of a Python table finds its callables here
+  ++ts.call_depth;
 
   TPAny result;
   result.type_index = kTPNone;
@@ -595,9 +676,11 @@ PyObject* CallInFrame(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs
     rc = f->entry(f->self, frame.packed, int32_t(nargs), &result);
   }
 
-  ActivePythonTable() = previous_python;
+  --ts.call_depth;
+  ts.python_table = previous_python;
   TPEnvSetAllocator(previous_alloc);
   if (stream_set) TPEnvSetStream(dev.device_type, dev.device_id, previous_stream);
+  overrides.Restore();
   frame.Release(0);  // owning tensor arguments now belong to the callee
   ScratchRestore(mark);
 
@@ -605,12 +688,15 @@ PyObject* CallInFrame(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs
     TPAnyRelease(&result);
     return RaiseFromTPError();
   }
+  // A callback exception the kernel caught must not outlive the call (it holds frames).
+  if (ts.pending_exception && ts.call_depth == 0) Py_CLEAR(ts.pending_exception);
   if (result.type_index == kTPNone) Py_RETURN_NONE;  // the common in-place kernel
   return ValueToPython(&result, output);
 }
 
-// Bind keyword arguments to positions using the signature's parameter names.
-PyObject* CallWithKeywords(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// Bind keyword arguments to positions using the signature's parameter names. Not inlined:
+// it would make the positional call path (the common one) save registers it never uses.
+__attribute__((noinline)) PyObject* CallWithKeywords(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const Signature* sig = f->sig;
   Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
   if (!sig->known) {
@@ -683,10 +769,10 @@ PyObject* FunctionGetReleasesGil(PyObject* self, void*) {
 }
 
 PyGetSetDef kFunctionGetSet[] = {
-    {"__name__", FunctionGetName, nullptr, "The exported name.", nullptr},
-    {"signature_text", FunctionGetSignatureText, nullptr, "The exported signature string, or None.", nullptr},
-    {"__signature__", FunctionGetPySignature, nullptr, "inspect.Signature built from the exported signature.", nullptr},
-    {"releases_gil", FunctionGetReleasesGil, nullptr, "Whether calls release the GIL.", nullptr},
+    {"__name__", Guarded<FunctionGetName>, nullptr, "The exported name.", nullptr},
+    {"signature_text", Guarded<FunctionGetSignatureText>, nullptr, "The exported signature string, or None.", nullptr},
+    {"__signature__", Guarded<FunctionGetPySignature>, nullptr, "inspect.Signature built from the exported signature.", nullptr},
+    {"releases_gil", Guarded<FunctionGetReleasesGil>, nullptr, "Whether calls release the GIL.", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
@@ -696,8 +782,8 @@ PyMemberDef kFunctionMembers[] = {
 };
 
 PyType_Slot kFunctionSlots[] = {
-    {Py_tp_dealloc, reinterpret_cast<void*>(FunctionDealloc)},
-    {Py_tp_repr, reinterpret_cast<void*>(FunctionRepr)},
+    {Py_tp_dealloc, GuardedSlot<FunctionDealloc>()},
+    {Py_tp_repr, GuardedSlot<FunctionRepr>()},
     {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
     {Py_tp_getset, kFunctionGetSet},
     {Py_tp_members, kFunctionMembers},
@@ -722,7 +808,7 @@ PyObject* FunctionFromHandle(TPFunctionHandle func, PyObject* name, bool release
     delete sig;
     return nullptr;
   }
-  f->vectorcall = FunctionVectorcall;
+  f->vectorcall = Guarded<FunctionVectorcall>;
   TPFunctionRetain(func);
   f->handle = func;
   f->entry = TPFunctionGetEntry(func, &f->self);
@@ -767,16 +853,27 @@ PyObject* ValueToPython(TPAny* value, AdapterTable* output) {
     case kTPTensor: {
       DLManagedTensorVersioned* managed = value->v_tensor;
       value->type_index = kTPNone;
+      if (!managed) return PyErr_Format(PyExc_RuntimeError, "a kernel returned a NULL tensor");
+      if (!CheckTensorLayout(managed->dl_tensor, "the returned tensor", PyExc_ValueError)) {
+        if (managed->deleter) managed->deleter(managed);
+        return nullptr;
+      }
+      // DLPack lets compact tensors leave strides NULL; every consumer below reads them.
+      if (managed->dl_tensor.ndim > 0 && !managed->dl_tensor.strides) {
+        managed = WithExplicitStrides(managed);
+        if (!managed) return nullptr;
+      }
       if (!output) return TensorFromManaged(managed);
       if (!output->negative_strides) {
         const DLTensor& t = managed->dl_tensor;
         for (int32_t i = 0; i < t.ndim; ++i) {
           if (t.strides[i] < 0) {
+            const long long stride = static_cast<long long>(t.strides[i]);  // read before the deleter frees it
             if (managed->deleter) managed->deleter(managed);
             return PyErr_Format(PyExc_ValueError,
                                 "%U cannot import a tensor with negative strides (stride %lld of dim %d); "
                                 "return a contiguous tensor or use output_framework() with another framework",
-                                output->name, static_cast<long long>(t.strides[i]), int(i));
+                                output->name, stride, int(i));
           }
         }
       }
@@ -842,6 +939,11 @@ int PythonToValue(PyObject* obj, TPAny* out) {
     if (!out->v_str) return PyErr_NoMemory(), -1;
   } else if (PyTuple_Check(obj)) {
     Py_ssize_t n = PyTuple_GET_SIZE(obj);
+    if (n > INT32_MAX) {
+      PyErr_Format(PyExc_OverflowError, "a Python callback returned a tuple of %zd items; at most %d fit", n,
+                   int(INT32_MAX));
+      return -1;
+    }
     TPTuple* t = TPTupleCreate(int32_t(n));
     if (!t) return PyErr_NoMemory(), -1;
     out->type_index = kTPTuple;
@@ -860,13 +962,17 @@ int PythonToValue(PyObject* obj, TPAny* out) {
     PythonTableScope scope(table);
     DLManagedTensorVersioned* managed = nullptr;
     if (table->api->managed_tensor_from_py_object_no_sync(obj, &managed) != 0) return -1;
+    if (!CheckTensorLayout(managed->dl_tensor, "a tensor returned by a Python callback", PyExc_BufferError)) {
+      if (managed->deleter) managed->deleter(managed);
+      return -1;
+    }
     out->type_index = kTPTensor;
     out->v_tensor = managed;
   } else {
     if (PyErr_Occurred()) return -1;
     if (PyCallable_Check(obj)) {
       TPFunctionHandle handle = nullptr;
-      if (TPFunctionCreate(Py_NewRef(obj), CallPythonCallable, DeletePythonCallable, nullptr, &handle) != 0) {
+      if (TPFunctionCreate(Py_NewRef(obj), Guarded<CallPythonCallable>, Guarded<DeletePythonCallable>, nullptr, &handle) != 0) {
         Py_DECREF(obj);
         return -1;
       }
@@ -885,12 +991,16 @@ int PythonToValue(PyObject* obj, TPAny* out) {
 namespace {
 
 // A borrowed view becomes a tensorplug.Tensor that does not own the data: valid for the
-// duration of the callback only (documented).
-PyObject* ArgToPython(const TPAny& arg) {
+// duration of the callback only. CallPythonCallable invalidates it when the callback
+// returns, so a view the callback kept raises instead of reading freed memory.
+PyObject* ArgToPython(const TPAny& arg, bool* lent) {
+  *lent = false;
   if (arg.type_index == kTPDLTensorPtr) {
+    if (!CheckTensorLayout(*arg.v_dltensor, "a tensor passed to a Python callback", PyExc_BufferError)) return nullptr;
     uint64_t flags = (arg.flags & TP_ANY_FLAG_READ_ONLY) ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
     DLManagedTensorVersioned* managed = DescribeWithoutOwning(*arg.v_dltensor, flags);
     if (!managed) return PyErr_NoMemory();
+    *lent = true;
     return TensorFromManaged(managed);
   }
   if (arg.type_index == kTPFunction) {
@@ -909,13 +1019,20 @@ PyObject* ArgToPython(const TPAny& arg) {
 }
 
 int CallPythonCallable(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
+  if (!PythonUsable()) {
+    TPErrorSet("RuntimeError", "a Python callback was called after the interpreter shut down");
+    return -1;
+  }
   PyGILState_STATE gil = PyGILState_Ensure();
   int rc = -1;
   PyObject* tuple = PyTuple_New(nargs);
   int32_t converted = 0;
+  bool any_lent = false;
   for (; tuple && converted < nargs; ++converted) {
-    PyObject* item = ArgToPython(args[converted]);
+    bool lent = false;
+    PyObject* item = ArgToPython(args[converted], &lent);
     if (!item) break;
+    any_lent |= lent;
     PyTuple_SET_ITEM(tuple, converted, item);
   }
   // Owning tensor arguments are ours even when conversion stopped early.
@@ -929,6 +1046,11 @@ int CallPythonCallable(void* self, const TPAny* args, int32_t nargs, TPAny* resu
       Py_DECREF(r);
     }
   }
+  if (tuple && any_lent) {
+    for (int32_t i = 0; i < converted; ++i) {
+      if (args[i].type_index == kTPDLTensorPtr) InvalidateLentTensor(PyTuple_GET_ITEM(tuple, i));
+    }
+  }
   Py_XDECREF(tuple);
   if (rc != 0) TPErrorFromPython();
   PyGILState_Release(gil);
@@ -936,6 +1058,7 @@ int CallPythonCallable(void* self, const TPAny* args, int32_t nargs, TPAny* resu
 }
 
 void DeletePythonCallable(void* self) {
+  if (!PythonUsable()) return;  // a static Function destroyed after Py_Finalize: leak the callable
   PyGILState_STATE gil = PyGILState_Ensure();
   Py_DECREF(static_cast<PyObject*>(self));
   PyGILState_Release(gil);
@@ -945,7 +1068,7 @@ void DeletePythonCallable(void* self) {
 
 // A packed function calling a Python callable (for the global registry).
 int MakePythonFunction(PyObject* callable, TPFunctionHandle* out) {
-  if (TPFunctionCreate(Py_NewRef(callable), CallPythonCallable, DeletePythonCallable, nullptr, out) != 0) {
+  if (TPFunctionCreate(Py_NewRef(callable), Guarded<CallPythonCallable>, Guarded<DeletePythonCallable>, nullptr, out) != 0) {
     Py_DECREF(callable);
     return -1;
   }

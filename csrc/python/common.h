@@ -2,14 +2,85 @@
 #pragma once
 #include <Python.h>
 
+#include <atomic>
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <new>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tensorplug/c_api.h"
 
 namespace tensorplug::py {
+
+// ----------------------------------------------------- C++ exception barrier ----
+// No C++ exception may cross into CPython (or into C code calling our exchange tables):
+// every function CPython or C calls is registered through Guarded<F>, which catches
+// everything. std::bad_alloc becomes MemoryError, anything else RuntimeError; functions
+// returning void (deallocators, capsule destructors, deleters) report nothing.
+void SetErrorFromCxxException() noexcept;  // inside a catch block only
+template <class R>
+inline R GuardFailure() noexcept {
+  if constexpr (std::is_pointer_v<R>) {
+    return nullptr;
+  } else if constexpr (std::is_same_v<R, bool>) {
+    return false;
+  } else if constexpr (!std::is_void_v<R>) {
+    return R(-1);
+  }
+}
+template <auto F>
+struct GuardOf;
+template <class R, class... A, R (*F)(A...)>
+struct GuardOf<F> {
+  static R Call(A... args) noexcept {
+    try {
+      return F(args...);
+    } catch (...) {
+      if constexpr (!std::is_void_v<R>) {
+        SetErrorFromCxxException();
+        return GuardFailure<R>();
+      }
+    }
+  }
+};
+// The guarded form of F, with F's own signature.
+template <auto F>
+constexpr auto Guarded = &GuardOf<F>::Call;
+// Guarded<F> cast to a type slot's void* / PyCFunction.
+template <auto F>
+inline void* GuardedSlot() { return reinterpret_cast<void*>(Guarded<F>); }
+template <auto F>
+inline PyCFunction GuardedMethod() { return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(Guarded<F>)); }
+
+// ------------------------------------------------------------------ limits ----
+// Refuse a tensor description the core cannot handle safely (ndim outside [0, TP_MAX_NDIM],
+// a NULL shape with ndim > 0): false with `exc_type` raised, its message starting with `what`.
+bool TensorLayoutError(const DLTensor& t, const char* what, PyObject* exc_type);
+inline bool CheckTensorLayout(const DLTensor& t, const char* what, PyObject* exc_type) {
+  if (static_cast<uint32_t>(t.ndim) <= TP_MAX_NDIM && (t.ndim == 0 || t.shape)) return true;
+  return TensorLayoutError(t, what, exc_type);
+}
+// A managed result whose strides are NULL (allowed by DLPack for compact tensors) becomes
+// one with explicit compact strides (the original is wrapped, not copied); nullptr with
+// MemoryError set when out of memory (the original is then released).
+DLManagedTensorVersioned* WithExplicitStrides(DLManagedTensorVersioned* managed);
+
+// ---------------------------------------------------------------- shutdown ----
+// Whether a deleter may take the GIL and touch Python objects. After Py_Finalize (C++
+// statics destroyed at exit, other threads still running) it may not: the deleter then
+// releases nothing Python owns (a leak at exit, instead of a crash).
+inline bool PythonUsable() {
+  if (!Py_IsInitialized()) return false;
+#if PY_VERSION_HEX >= 0x030D0000
+  if (Py_IsFinalizing()) return PyGILState_Check() != 0;
+#else
+  if (_Py_IsFinalizing()) return PyGILState_Check() != 0;
+#endif
+  return true;
+}
 
 // ---------------------------------------------------------------- adapters ----
 // How the core tells whether an imported tensor may be written.
@@ -77,6 +148,9 @@ extern PyTypeObject* TensorType;
 extern PyTypeObject* FunctionType;
 // A new tensorplug.Tensor owning `managed` (taken even on failure).
 PyObject* TensorFromManaged(DLManagedTensorVersioned* managed);
+// Mark a tensorplug.Tensor lent to a Python callback as no longer valid (its data belongs
+// to the caller); any later use raises. The object itself stays alive while referenced.
+void InvalidateLentTensor(PyObject* tensor);
 // Borrowed managed tensor of a tensorplug.Tensor.
 DLManagedTensorVersioned* TensorManaged(PyObject* tensor);
 // The core's own table for tensorplug.Tensor.
@@ -129,20 +203,15 @@ int32_t DeviceTypeFromName(const std::string& name);
 // ------------------------------------------------------------ thread state ----
 // Everything the extension keeps per thread, behind one initial-exec TLS pointer: a call
 // touches it several times, and each general-dynamic TLS access costs a function call.
-struct StreamOverride {
-  int32_t device_type;
-  int32_t device_id;
-  void* previous;
-};
 struct ThreadState {
   // Scratch arena (see ScratchAlloc): blocks of int64, never freed while the thread lives.
   std::vector<std::unique_ptr<int64_t[]>> scratch_blocks;
   int32_t scratch_block = 0;
   int32_t scratch_offset = 0;
-  std::vector<StreamOverride> stream_overrides;  // use_stream / use_raw_stream
-  std::vector<AdapterTable*> output_overrides;   // output_framework
+  int32_t call_depth = 0;                        // Function calls in progress on this thread
   AdapterTable* python_table = nullptr;          // see ActivePythonTable
   // The Python exception behind the thread's TPError, when a Python callback raised it.
+  // Released when the outermost call returns, whether or not a kernel swallowed it.
   PyObject* pending_exception = nullptr;
   std::string pending_kind, pending_message;
 };
@@ -166,9 +235,37 @@ ScratchMark ScratchSave();
 void ScratchRestore(ScratchMark mark);
 int64_t* ScratchAlloc(int32_t count);
 
-// ------------------------------------------------------ call overrides (TLS) ----
-// Explicit use_stream/use_raw_stream/output_framework contexts of the calling thread.
-bool HasStreamOverride(int32_t device_type, int32_t device_id);
-AdapterTable* OutputOverride();
+// -------------------------------------------------- call overrides (context) ----
+// use_stream / use_raw_stream / output_framework are context-local (contextvars): the
+// ContextVar OverrideVar() holds None or a tuple (streams, output, packed): `streams` a
+// tuple of (device_type, device_id, handle or None), one per device; `output` an adapter
+// table capsule or None; `packed` the same as a PackedOverrides in a bytes object (made by
+// _core.pack_overrides when a context is entered). Entering and leaving are Python code
+// (tensorplug._context).
+// g_live_overrides counts contexts entered and not yet left, in every thread and task:
+// while it is 0 a call reads no ContextVar at all.
+PyObject* OverrideVar();
+extern std::atomic<int64_t> g_live_overrides;
+constexpr int kMaxStreamOverrides = 16;  // devices overridden at once in one context
+// The current context's overrides, applied to the thread's env for one call.
+struct AppliedOverrides {
+  AdapterTable* output = nullptr;
+  int num_streams = 0;
+  struct {
+    int32_t device_type, device_id;
+    void* previous;
+  } streams[kMaxStreamOverrides];
+  // Read the current context's overrides and set their streams; false with an error set
+  // (only when the ContextVar cannot be read).
+  bool Apply();
+  // Put the streams back (in reverse order).
+  void Restore();
+  bool Overrides(int32_t device_type, int32_t device_id) const {
+    for (int i = 0; i < num_streams; ++i) {
+      if (streams[i].device_type == device_type && streams[i].device_id == device_id) return true;
+    }
+    return false;
+  }
+};
 
 }  // namespace tensorplug::py

@@ -169,6 +169,12 @@ int Describe(PyObject* array, DLTensor* out, PyObject** shape_out) {
     PyErr_SetString(PyExc_BufferError, "jax array shape is not a tuple");
     return -1;
   }
+  if (PyTuple_GET_SIZE(shape) > TP_MAX_NDIM) {  // before any shape storage is sized from it
+    PyErr_Format(PyExc_BufferError, "jax array has %zd dimensions; tensorplug supports at most %d",
+                 PyTuple_GET_SIZE(shape), TP_MAX_NDIM);
+    Py_DECREF(shape);
+    return -1;
+  }
   out->byte_offset = 0;
   out->ndim = int32_t(PyTuple_GET_SIZE(shape));
   *shape_out = shape;
@@ -181,16 +187,22 @@ bool FillDims(PyObject* shape, int32_t ndim, int64_t* dims) {
   for (int32_t i = ndim - 1; i >= 0; --i) {
     dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
     if (dims[i] == -1 && PyErr_Occurred()) return false;
+    if (dims[i] < 0) {
+      PyErr_Format(PyExc_BufferError, "jax array shape has a negative extent (%lld)", (long long)dims[i]);
+      return false;
+    }
     dims[ndim + i] = stride;
-    stride *= dims[i];
+    stride *= dims[i] > 1 ? dims[i] : 1;
   }
   return true;
 }
 
 void DeleteJaxManaged(DLManagedTensorVersioned* self) {
-  PyGILState_STATE gil = PyGILState_Ensure();
-  Py_DECREF(static_cast<PyObject*>(self->manager_ctx));
-  PyGILState_Release(gil);
+  if (PythonUsable()) {  // after Py_Finalize the array is leaked, not touched
+    PyGILState_STATE gil = PyGILState_Ensure();
+    Py_DECREF(static_cast<PyObject*>(self->manager_ctx));
+    PyGILState_Release(gil);
+  }
   std::free(self);
 }
 
@@ -201,6 +213,11 @@ int JaxView(void* obj, DLTensor* out) {
   int32_t ndim = Describe(static_cast<PyObject*>(obj), out, &shape);
   if (ndim < 0) return -1;
   int64_t* dims = ndim ? ScratchAlloc(2 * ndim) : nullptr;  // lives until the call returns
+  if (ndim && !dims) {
+    Py_DECREF(shape);
+    PyErr_NoMemory();
+    return -1;
+  }
   bool ok = FillDims(shape, ndim, dims);
   Py_DECREF(shape);
   out->shape = dims;
@@ -231,7 +248,7 @@ int JaxManaged(void* obj, DLManagedTensorVersioned** out) {
   t.strides = ndim ? dims + ndim : nullptr;
   managed->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
   managed->manager_ctx = Py_NewRef(static_cast<PyObject*>(obj));  // keeps the buffer alive
-  managed->deleter = DeleteJaxManaged;
+  managed->deleter = Guarded<DeleteJaxManaged>;
   managed->flags = DLPACK_FLAG_BITMASK_READ_ONLY;
   managed->dl_tensor = t;
   *out = managed;

@@ -1,4 +1,5 @@
 // The _core extension module: entry points the Python package builds on.
+#include <new>
 #include <string>
 #include <vector>
 
@@ -12,13 +13,10 @@ bool InitFunctionType(PyObject* module);
 void SetResolver(PyObject* resolver);
 void ClearAdapterCache();
 void SetSignatureBuilder(PyObject* builder);
+PyObject* PackOverrides(PyObject* streams, PyObject* output_capsule);
 PyObject* MakePythonTable(PyObject*, PyObject*, PyObject*, PyObject*, PyObject* importer);
 PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, PyObject* read_only, bool python,
                            PyObject* complex_check, bool negative_strides);
-PyObject* PushStream(int32_t device_type, int32_t device_id, void* handle);
-PyObject* PopStream();
-PyObject* PushOutput(AdapterTable* table);
-PyObject* PopOutput();
 int MakePythonFunction(PyObject* callable, TPFunctionHandle* out);
 TPFunctionHandle FunctionHandleOf(PyObject* obj);
 extern PyObject* g_device_class;
@@ -53,13 +51,13 @@ PyObject* LoadLibrary(PyObject*, PyObject* args) {
   Py_END_ALLOW_THREADS
   Py_DECREF(path);
   if (rc != 0) return RaiseFromTPError();
-  PyObject* capsule = PyCapsule_New(module, kLibraryCapsule, LibraryCapsuleDestructor);
+  PyObject* capsule = PyCapsule_New(module, kLibraryCapsule, Guarded<LibraryCapsuleDestructor>);
   if (!capsule) {
     TPModuleRelease(module);
     return nullptr;
   }
   PyObject* names = PyList_New(0);
-  if (names) TPModuleListFunctions(module, AppendName, names);
+  if (names) TPModuleListFunctions(module, Guarded<AppendName>, names);
   return Py_BuildValue("(NN)", capsule, names);
 }
 
@@ -121,7 +119,7 @@ PyObject* RemoveGlobalFunc(PyObject*, PyObject* arg) {
 
 PyObject* ListGlobalFuncNames(PyObject*, PyObject*) {
   PyObject* names = PyList_New(0);
-  if (names) TPGlobalFuncListNames(AppendName, names);
+  if (names) TPGlobalFuncListNames(Guarded<AppendName>, names);
   return names;
 }
 
@@ -164,7 +162,7 @@ PyObject* NumpyExchangeAPIPy(PyObject*, PyObject*) {
 // C functions compiled into the core for the first-party numpy and jax adapters, handed
 // out as the capsules any adapter can supply (tensorplug.exchange).
 const ReadOnlyProbe kNumpyReadOnlyProbe{NumpyIsReadOnly};
-const Importer kJaxImporter{JaxManaged, JaxView};
+const Importer kJaxImporter{Guarded<JaxManaged>, Guarded<JaxView>};  // C code calls them
 
 PyObject* NumpyReadOnlyProbePy(PyObject*, PyObject*) {
   return PyCapsule_New(const_cast<ReadOnlyProbe*>(&kNumpyReadOnlyProbe), "tensorplug.read_only_probe", nullptr);
@@ -174,17 +172,6 @@ PyObject* JaxImporterPy(PyObject*, PyObject*) {
   return PyCapsule_New(const_cast<Importer*>(&kJaxImporter), "tensorplug.importer", nullptr);
 }
 
-PyObject* PushStreamPy(PyObject*, PyObject* args) {
-  int device_type, device_id;
-  PyObject* handle;
-  if (!PyArg_ParseTuple(args, "iiO", &device_type, &device_id, &handle)) return nullptr;
-  void* stream = handle == Py_None ? nullptr : PyLong_AsVoidPtr(handle);
-  if (!stream && PyErr_Occurred()) return nullptr;
-  return PushStream(device_type, device_id, stream);
-}
-
-PyObject* PopStreamPy(PyObject*, PyObject*) { return PopStream(); }
-
 PyObject* GetStreamPy(PyObject*, PyObject* args) {
   int device_type, device_id;
   if (!PyArg_ParseTuple(args, "ii", &device_type, &device_id)) return nullptr;
@@ -193,13 +180,34 @@ PyObject* GetStreamPy(PyObject*, PyObject* args) {
   return PyLong_FromVoidPtr(stream);
 }
 
-PyObject* PushOutputPy(PyObject*, PyObject* capsule) {
-  auto* table = static_cast<AdapterTable*>(PyCapsule_GetPointer(capsule, "tensorplug.adapter_table"));
-  if (!table) return nullptr;
-  return PushOutput(table);
+// live_overrides(delta) -> int: tensorplug._context counts the override contexts entered
+// and not yet left (all threads and tasks); calls read the ContextVar only while it is > 0.
+PyObject* LiveOverridesPy(PyObject*, PyObject* arg) {
+  long delta = PyLong_AsLong(arg);
+  if (delta == -1 && PyErr_Occurred()) return nullptr;
+  if (delta < -1 || delta > 1) return PyErr_Format(PyExc_ValueError, "live_overrides(): delta must be -1, 0 or 1");
+  return PyLong_FromLongLong(g_live_overrides.fetch_add(delta) + delta);
 }
 
-PyObject* PopOutputPy(PyObject*, PyObject*) { return PopOutput(); }
+PyObject* PackOverridesPy(PyObject*, PyObject* args) {
+  PyObject *streams, *output;
+  if (!PyArg_ParseTuple(args, "OO", &streams, &output)) return nullptr;
+  return PackOverrides(streams, output);
+}
+
+// Tests of the C++ exception barrier: throws the named C++ exception inside a guarded
+// entry point, as a bug in the binding would.
+PyObject* ThrowForTestPy(PyObject*, PyObject* arg) {
+  const char* kind = PyUnicode_AsUTF8(arg);
+  if (!kind) return nullptr;
+  std::string name(kind);
+  if (name == "bad_alloc") throw std::bad_alloc();
+  if (name == "stoi") return PyLong_FromLong(std::stoi(name));  // std::invalid_argument
+  if (name == "out_of_range") return PyLong_FromLong(std::stoi("99999999999"));
+  if (name == "string") return PyUnicode_FromString(std::string().substr(1).c_str());  // std::out_of_range
+  if (name == "int") throw 42;
+  return PyErr_Format(PyExc_ValueError, "unknown exception kind '%s'", kind);
+}
 
 // The bound allocator as an int (0: the default): lets tests check it is restored.
 PyObject* BoundAllocatorPy(PyObject*, PyObject*) {
@@ -224,6 +232,13 @@ PyObject* FromDLPackPy(PyObject*, PyObject* obj) {
   PythonTableScope scope(table);
   DLManagedTensorVersioned* managed = nullptr;
   if (table->api->managed_tensor_from_py_object_no_sync(obj, &managed) != 0) return nullptr;
+  if (!CheckTensorLayout(managed->dl_tensor, "from_dlpack() argument 'obj': the tensor", PyExc_BufferError)) {
+    if (managed->deleter) managed->deleter(managed);
+    return nullptr;
+  }
+  if (managed->dl_tensor.ndim > 0 && !managed->dl_tensor.strides && !(managed = WithExplicitStrides(managed))) {
+    return nullptr;
+  }
   if (table->complex_check && managed->dl_tensor.dtype.code == kDLComplex) {
     PyObject* ok = PyObject_CallOneArg(table->complex_check, obj);
     if (!ok) {
@@ -281,6 +296,10 @@ PyObject* EmptyPy(PyObject*, PyObject* args) {
     Py_XDECREF(text);
     if (!ok) return PyErr_Format(PyExc_ValueError, "empty() argument 'device': expected a device such as 'cpu', got %R", device_obj);
   }
+  if (shape.size() > TP_MAX_NDIM) {
+    return PyErr_Format(PyExc_ValueError, "empty() argument 'shape': %zu dimensions; tensorplug supports at most %d",
+                        shape.size(), TP_MAX_NDIM);
+  }
   prototype.ndim = int32_t(shape.size());
   prototype.shape = shape.data();
   DLPackManagedTensorAllocator previous = TPEnvSetAllocator(nullptr);
@@ -305,33 +324,32 @@ PyObject* SetSignatureBuilderPy(PyObject*, PyObject* fn) {
 PyObject* ABIVersionPy(PyObject*, PyObject*) { return PyLong_FromLong(TPGetABIVersion()); }
 
 PyMethodDef kMethods[] = {
-    {"load_library", LoadLibrary, METH_VARARGS, "load_library(path, flags=0) -> (handle, names)"},
-    {"get_function", GetFunction, METH_VARARGS, "get_function(handle, name, release_gil=True) -> Function"},
-    {"register_global_func", RegisterGlobalFunc, METH_VARARGS, "register_global_func(name, f, override=False)"},
-    {"get_global_func", GetGlobalFunc, METH_O, "get_global_func(name) -> Function | None"},
-    {"remove_global_func", RemoveGlobalFunc, METH_O, "remove_global_func(name)"},
-    {"list_global_func_names", ListGlobalFuncNames, METH_NOARGS, "sorted names of global functions"},
-    {"set_resolver", SetResolverPy, METH_O, "set_resolver(fn): fn(type) -> adapter table capsule | None"},
-    {"clear_adapter_cache", ClearCachePy, METH_NOARGS, "forget every per-type adapter"},
-    {"make_python_table", MakePythonTablePy, METH_VARARGS,
+    {"load_library", GuardedMethod<LoadLibrary>(), METH_VARARGS, "load_library(path, flags=0) -> (handle, names)"},
+    {"get_function", GuardedMethod<GetFunction>(), METH_VARARGS, "get_function(handle, name, release_gil=True) -> Function"},
+    {"register_global_func", GuardedMethod<RegisterGlobalFunc>(), METH_VARARGS, "register_global_func(name, f, override=False)"},
+    {"get_global_func", GuardedMethod<GetGlobalFunc>(), METH_O, "get_global_func(name) -> Function | None"},
+    {"remove_global_func", GuardedMethod<RemoveGlobalFunc>(), METH_O, "remove_global_func(name)"},
+    {"list_global_func_names", GuardedMethod<ListGlobalFuncNames>(), METH_NOARGS, "sorted names of global functions"},
+    {"set_resolver", GuardedMethod<SetResolverPy>(), METH_O, "set_resolver(fn): fn(type) -> adapter table capsule | None"},
+    {"clear_adapter_cache", GuardedMethod<ClearCachePy>(), METH_NOARGS, "forget every per-type adapter"},
+    {"make_python_table", GuardedMethod<MakePythonTablePy>(), METH_VARARGS,
      "make_python_table(to_dlpack, from_dlpack, current_stream, allocate, importer=None) -> exchange API capsule"},
-    {"make_adapter_table", MakeAdapterTablePy, METH_VARARGS,
+    {"make_adapter_table", GuardedMethod<MakeAdapterTablePy>(), METH_VARARGS,
      "make_adapter_table(capsule, name, read_only: bool | probe capsule, python=False, complex_check=None, negative_strides=True) -> adapter table capsule"},
-    {"numpy_exchange_api", NumpyExchangeAPIPy, METH_NOARGS, "the core's numpy exchange API capsule"},
-    {"numpy_read_only_probe", NumpyReadOnlyProbePy, METH_NOARGS, "the numpy WRITEABLE-flag read-only probe capsule"},
-    {"jax_importer", JaxImporterPy, METH_NOARGS, "the C importer capsule for jax arrays"},
-    {"push_stream", PushStreamPy, METH_VARARGS, "push_stream(device_type, device_id, handle)"},
-    {"pop_stream", PopStreamPy, METH_NOARGS, "leave the innermost stream context"},
-    {"get_stream", GetStreamPy, METH_VARARGS, "get_stream(device_type, device_id) -> int | None"},
-    {"push_output", PushOutputPy, METH_O, "push_output(adapter_table)"},
-    {"pop_output", PopOutputPy, METH_NOARGS, "leave the innermost output_framework context"},
-    {"bound_allocator", BoundAllocatorPy, METH_NOARGS, "the thread's bound allocator address (0: default)"},
-    {"from_dlpack", FromDLPackPy, METH_O, "from_dlpack(obj) -> Tensor"},
-    {"to_framework", ToFrameworkPy, METH_VARARGS, "to_framework(tensor, adapter_table) -> framework tensor"},
-    {"empty", EmptyPy, METH_VARARGS, "empty(shape, dtype, device='cpu') -> Tensor (default CPU allocator)"},
-    {"set_device_class", SetDeviceClassPy, METH_O, nullptr},
-    {"set_signature_builder", SetSignatureBuilderPy, METH_O, nullptr},
-    {"abi_version", ABIVersionPy, METH_NOARGS, "TENSORPLUG_ABI_VERSION of libtensorplug"},
+    {"numpy_exchange_api", GuardedMethod<NumpyExchangeAPIPy>(), METH_NOARGS, "the core's numpy exchange API capsule"},
+    {"numpy_read_only_probe", GuardedMethod<NumpyReadOnlyProbePy>(), METH_NOARGS, "the numpy WRITEABLE-flag read-only probe capsule"},
+    {"jax_importer", GuardedMethod<JaxImporterPy>(), METH_NOARGS, "the C importer capsule for jax arrays"},
+    {"get_stream", GuardedMethod<GetStreamPy>(), METH_VARARGS, "get_stream(device_type, device_id) -> int | None"},
+    {"pack_overrides", GuardedMethod<PackOverridesPy>(), METH_VARARGS, "pack_overrides(streams, output) -> bytes a call applies"},
+    {"live_overrides", GuardedMethod<LiveOverridesPy>(), METH_O, "live_overrides(delta) -> count of live override contexts"},
+    {"_throw_for_test", GuardedMethod<ThrowForTestPy>(), METH_O, "throw a C++ exception (tests of the barrier)"},
+    {"bound_allocator", GuardedMethod<BoundAllocatorPy>(), METH_NOARGS, "the thread's bound allocator address (0: default)"},
+    {"from_dlpack", GuardedMethod<FromDLPackPy>(), METH_O, "from_dlpack(obj) -> Tensor"},
+    {"to_framework", GuardedMethod<ToFrameworkPy>(), METH_VARARGS, "to_framework(tensor, adapter_table) -> framework tensor"},
+    {"empty", GuardedMethod<EmptyPy>(), METH_VARARGS, "empty(shape, dtype, device='cpu') -> Tensor (default CPU allocator)"},
+    {"set_device_class", GuardedMethod<SetDeviceClassPy>(), METH_O, nullptr},
+    {"set_signature_builder", GuardedMethod<SetSignatureBuilderPy>(), METH_O, nullptr},
+    {"abi_version", GuardedMethod<ABIVersionPy>(), METH_NOARGS, "TENSORPLUG_ABI_VERSION of libtensorplug"},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -340,13 +358,27 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "tensorplug._core", "tensorplug's 
 }  // namespace
 }  // namespace tensorplug::py
 
-PyMODINIT_FUNC PyInit__core(void) {
-  using namespace tensorplug::py;
+namespace tensorplug::py {
+namespace {
+PyObject* CreateModule() {
   PyObject* module = PyModule_Create(&kModule);
   if (!module) return nullptr;
-  if (!InitTensorType(module) || !InitFunctionType(module)) {
+#ifdef Py_GIL_DISABLED
+  // Single-phase init's form of the Py_mod_gil slot: the core's global caches rely on the
+  // GIL (docs/decisions.md, "Free-threaded Python"), so a free-threaded interpreter keeps
+  // the GIL enabled while this module is loaded.
+  PyUnstable_Module_SetGIL(module, Py_MOD_GIL_USED);
+#endif
+  PyObject* overrides = OverrideVar();
+  if (!overrides || !InitTensorType(module) || !InitFunctionType(module) ||
+      PyModule_AddObjectRef(module, "overrides", overrides) < 0 ||
+      PyModule_AddIntConstant(module, "MAX_NDIM", TP_MAX_NDIM) < 0) {
     Py_DECREF(module);
     return nullptr;
   }
   return module;
 }
+}  // namespace
+}  // namespace tensorplug::py
+
+PyMODINIT_FUNC PyInit__core(void) { return tensorplug::py::Guarded<tensorplug::py::CreateModule>(); }

@@ -151,9 +151,11 @@ int NumpyView(void* obj, DLTensor* out) {
 
 // Owning export: one allocation holds the header, shape and strides; the array is kept.
 void NumpyDeleter(DLManagedTensorVersioned* self) {
-  PyGILState_STATE gil = PyGILState_Ensure();
-  Py_DECREF(static_cast<PyObject*>(self->manager_ctx));
-  PyGILState_Release(gil);
+  if (PythonUsable()) {  // after Py_Finalize the array is leaked, not touched
+    PyGILState_STATE gil = PyGILState_Ensure();
+    Py_DECREF(static_cast<PyObject*>(self->manager_ctx));
+    PyGILState_Release(gil);
+  }
   std::free(self);
 }
 
@@ -179,7 +181,7 @@ int NumpyManaged(void* obj, DLManagedTensorVersioned** out) {
     managed->dl_tensor.strides = ndim ? strides : nullptr;
     managed->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
     managed->manager_ctx = Py_NewRef(static_cast<PyObject*>(obj));
-    managed->deleter = NumpyDeleter;
+    managed->deleter = Guarded<NumpyDeleter>;
     managed->flags = PyArray_ISWRITEABLE(arr) ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY;
     *out = managed;
   } else {
@@ -195,7 +197,7 @@ void BaseCapsuleDestructor(PyObject* capsule) {
 }
 
 int NumpyToObject(DLManagedTensorVersioned* managed, void** out) {
-  if (managed->deleter == NumpyDeleter) {  // an array we exported or allocated: give it back
+  if (managed->deleter == Guarded<NumpyDeleter>) {  // an array we exported or allocated: give it back
     *out = Py_NewRef(static_cast<PyObject*>(managed->manager_ctx));
     NumpyDeleter(managed);
     return 0;
@@ -211,13 +213,30 @@ int NumpyToObject(DLManagedTensorVersioned* managed, void** out) {
     if (managed->deleter) managed->deleter(managed);
     return -1;
   }
-  npy_intp byte_strides[NPY_MAXDIMS];
+  static_assert(TP_MAX_NDIM <= NPY_MAXDIMS, "numpy must hold every tensor tensorplug accepts");
+  if (static_cast<uint32_t>(t.ndim) > TP_MAX_NDIM) {  // ValueToPython checks first; C callers may not
+    Py_DECREF(descr);
+    PyErr_Format(PyExc_BufferError, "numpy supports at most %d dimensions, the tensor has %d", TP_MAX_NDIM, int(t.ndim));
+    if (managed->deleter) managed->deleter(managed);
+    return -1;
+  }
+  npy_intp byte_strides[TP_MAX_NDIM];
   const npy_intp itemsize = PyDataType_ELSIZE(descr);
-  for (int i = 0; i < t.ndim; ++i) byte_strides[i] = t.strides[i] * itemsize;
+  int64_t compact = 1;  // NULL strides: compact row-major (DLPack's meaning)
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    const int64_t stride = t.strides ? t.strides[i] : compact;
+    compact *= t.shape[i] > 1 ? t.shape[i] : 1;
+    if (__builtin_mul_overflow(stride, itemsize, &byte_strides[i])) {
+      Py_DECREF(descr);
+      PyErr_Format(PyExc_BufferError, "stride %lld of dim %d overflows numpy's byte strides", (long long)stride, i);
+      if (managed->deleter) managed->deleter(managed);
+      return -1;
+    }
+  }
   int flags = (managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY) ? 0 : NPY_ARRAY_WRITEABLE;
   PyObject* arr = PyArray_NewFromDescr(&PyArray_Type, descr, t.ndim, reinterpret_cast<npy_intp*>(t.shape),
                                        byte_strides, static_cast<char*>(t.data) + t.byte_offset, flags, nullptr);
-  PyObject* base = arr ? PyCapsule_New(managed, "tensorplug.numpy_base", BaseCapsuleDestructor) : nullptr;
+  PyObject* base = arr ? PyCapsule_New(managed, "tensorplug.numpy_base", Guarded<BaseCapsuleDestructor>) : nullptr;
   if (!base) {
     Py_XDECREF(arr);
     if (managed->deleter) managed->deleter(managed);
@@ -237,6 +256,10 @@ int NumpyAllocate(DLTensor* prototype, DLManagedTensorVersioned** out, void* err
     set_error(error_ctx, "ValueError", "numpy can only allocate tensors on the cpu");
     return -1;
   }
+  if (static_cast<uint32_t>(prototype->ndim) > TP_MAX_NDIM) {
+    set_error(error_ctx, "ValueError", "numpy supports at most 64 dimensions");
+    return -1;
+  }
   PyGILState_STATE gil = PyGILState_Ensure();
   int rc = -1;
   PyArray_Descr* descr = DescrOfDType(prototype->dtype);
@@ -249,12 +272,10 @@ int NumpyAllocate(DLTensor* prototype, DLManagedTensorVersioned** out, void* err
       Py_DECREF(arr);
     }
     if (rc != 0) {
-      uint64_t numel = 1;
-      for (int i = 0; i < prototype->ndim; ++i) numel *= uint64_t(prototype->shape[i]);
-      std::string msg = "cannot allocate " + std::to_string(numel * prototype->dtype.bits / 8) +
-                        " bytes on cpu:0 through numpy";
+      // TPEnvAllocTensor names the requested size (the request itself was checked there:
+      // numpy's "array is too big" ValueError is out-of-memory too).
       PyErr_Clear();
-      set_error(error_ctx, "MemoryError", msg.c_str());
+      set_error(error_ctx, "MemoryError", "numpy could not allocate it");
     }
   }
   PyGILState_Release(gil);
@@ -268,7 +289,8 @@ int NumpyCurrentStream(DLDeviceType, int32_t, void** out) {
 
 DLPackExchangeAPI g_numpy_api = {
     {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, nullptr},
-    NumpyAllocate, NumpyManaged, NumpyToObject, NumpyView, NumpyCurrentStream,
+    Guarded<NumpyAllocate>, Guarded<NumpyManaged>, Guarded<NumpyToObject>, Guarded<NumpyView>,
+    Guarded<NumpyCurrentStream>,
 };
 
 }  // namespace

@@ -19,6 +19,7 @@ struct TensorObject {
   PyObject_HEAD
   DLManagedTensorVersioned* managed;
   PyObject* weakrefs;
+  bool expired;  // a view lent to a callback that has returned: its data is gone
 };
 
 // ------------------------------------------------------------------ dtypes ----
@@ -87,7 +88,8 @@ bool DTypeFromString(const char* s, DLDataType* out) {
       name.find_first_not_of("0123456789", x + 1) != std::string::npos || !lookup(name.substr(0, x), out)) {
     return false;
   }
-  int lanes = std::stoi(name.substr(x + 1));
+  int lanes = 0;  // at most 5 digits (checked above)
+  for (size_t k = x + 1; k < name.size(); ++k) lanes = lanes * 10 + (name[k] - '0');
   if (lanes < 1 || lanes > 65535) return false;
   out->lanes = static_cast<uint16_t>(lanes);
   return true;
@@ -112,7 +114,12 @@ bool DeviceFromString(const char* s, DLDevice* out) {
     type = text.substr(0, colon);
     std::string digits = text.substr(colon + 1);
     if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return false;
-    id = std::stoi(digits);
+    int64_t value = 0;  // DLPack device ids are int32: refuse larger ones, don't wrap or throw
+    for (char c : digits) {
+      value = value * 10 + (c - '0');
+      if (value > INT32_MAX) return false;
+    }
+    id = static_cast<int32_t>(value);
   }
   int32_t code = DeviceTypeFromName(type);
   if (code < 0) return false;
@@ -152,6 +159,7 @@ void DeleteLegacy(DLManagedTensorVersioned* self) {
 DLManagedTensorVersioned* WrapWithStrides(const DLTensor& src, uint64_t flags, DLManagedTensor* legacy,
                                           DLManagedTensorVersioned* versioned) {
   int32_t ndim = src.ndim;
+  if (ndim < 0 || ndim > TP_MAX_NDIM || (ndim > 0 && !src.shape)) return nullptr;  // callers check layout first
   auto* ctx = static_cast<LegacyCtx*>(std::malloc(sizeof(LegacyCtx) + sizeof(int64_t) * 2 * (ndim > 0 ? ndim : 1)));
   auto* out = new (std::nothrow) DLManagedTensorVersioned;
   if (!ctx || !out) {
@@ -167,11 +175,11 @@ DLManagedTensorVersioned* WrapWithStrides(const DLTensor& src, uint64_t flags, D
   for (int32_t i = ndim - 1; i >= 0; --i) {
     shape[i] = src.shape[i];
     strides[i] = src.strides ? src.strides[i] : stride;
-    stride *= src.shape[i];
+    stride *= src.shape[i] > 1 ? src.shape[i] : 1;
   }
   out->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
   out->manager_ctx = ctx;
-  out->deleter = DeleteLegacy;
+  out->deleter = Guarded<DeleteLegacy>;
   out->flags = flags;
   out->dl_tensor = src;
   out->dl_tensor.shape = ndim ? shape : nullptr;
@@ -199,14 +207,37 @@ DLManagedTensorVersioned* DescribeWithoutOwning(const DLTensor& src, uint64_t fl
   return WrapWithStrides(src, flags, nullptr, nullptr);
 }
 
+DLManagedTensorVersioned* WithExplicitStrides(DLManagedTensorVersioned* managed) {
+  DLManagedTensorVersioned* wrapped = WrapWithStrides(managed->dl_tensor, managed->flags, nullptr, managed);
+  if (!wrapped) {
+    if (managed->deleter) managed->deleter(managed);
+    PyErr_NoMemory();
+  }
+  return wrapped;
+}
+
+bool TensorLayoutError(const DLTensor& t, const char* what, PyObject* exc_type) {
+  if (t.ndim < 0) {
+    PyErr_Format(exc_type, "%s has a negative number of dimensions (%d)", what, int(t.ndim));
+  } else if (t.ndim > TP_MAX_NDIM) {
+    PyErr_Format(exc_type, "%s has %d dimensions; tensorplug supports at most %d", what, int(t.ndim),
+                 TP_MAX_NDIM);
+  } else {
+    PyErr_Format(exc_type, "%s has %d dimensions but a NULL shape", what, int(t.ndim));
+  }
+  return false;
+}
+
 int ManagedFromCapsule(PyObject* capsule, DLManagedTensorVersioned** out) {
   if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {
     auto* managed = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
+    if (!managed) return -1;
     if (managed->version.major != DLPACK_MAJOR_VERSION) {
       PyErr_Format(PyExc_BufferError, "DLPack major version %u is not supported (expected %d)",
                    managed->version.major, DLPACK_MAJOR_VERSION);
       return -1;
     }
+    if (!CheckTensorLayout(managed->dl_tensor, "DLPack capsule", PyExc_BufferError)) return -1;
     if (managed->dl_tensor.ndim > 0 && managed->dl_tensor.strides == nullptr) {
       DLManagedTensorVersioned* wrapped = WrapWithStrides(managed->dl_tensor, managed->flags, nullptr, managed);
       if (!wrapped) {
@@ -221,6 +252,8 @@ int ManagedFromCapsule(PyObject* capsule, DLManagedTensorVersioned** out) {
   }
   if (PyCapsule_IsValid(capsule, "dltensor")) {
     auto* legacy = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+    if (!legacy) return -1;
+    if (!CheckTensorLayout(legacy->dl_tensor, "DLPack capsule", PyExc_BufferError)) return -1;
     DLManagedTensorVersioned* wrapped = WrapWithStrides(legacy->dl_tensor, 0, legacy, nullptr);
     if (!wrapped) {
       PyErr_NoMemory();
@@ -241,7 +274,7 @@ int ManagedFromCapsule(PyObject* capsule, DLManagedTensorVersioned** out) {
 }
 
 PyObject* CapsuleFromManaged(DLManagedTensorVersioned* managed) {
-  PyObject* capsule = PyCapsule_New(managed, "dltensor_versioned", VersionedCapsuleDestructor);
+  PyObject* capsule = PyCapsule_New(managed, "dltensor_versioned", Guarded<VersionedCapsuleDestructor>);
   if (!capsule && managed->deleter) managed->deleter(managed);
   return capsule;
 }
@@ -251,15 +284,19 @@ namespace {
 
 // A managed tensor exported from a tensorplug.Tensor holds a reference to it.
 void DeleteTensorRef(DLManagedTensorVersioned* self) {
-  PyGILState_STATE gil = PyGILState_Ensure();
-  Py_DECREF(static_cast<PyObject*>(self->manager_ctx));
-  PyGILState_Release(gil);
+  if (PythonUsable()) {  // after Py_Finalize the Tensor is leaked, not touched
+    PyGILState_STATE gil = PyGILState_Ensure();
+    Py_DECREF(static_cast<PyObject*>(self->manager_ctx));
+    PyGILState_Release(gil);
+  }
   delete self;
 }
 void DeleteTensorRefLegacy(DLManagedTensor* self) {
-  PyGILState_STATE gil = PyGILState_Ensure();
-  Py_DECREF(static_cast<PyObject*>(self->manager_ctx));
-  PyGILState_Release(gil);
+  if (PythonUsable()) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    Py_DECREF(static_cast<PyObject*>(self->manager_ctx));
+    PyGILState_Release(gil);
+  }
   delete self;
 }
 
@@ -269,7 +306,7 @@ DLManagedTensorVersioned* ExportRef(PyObject* tensor) {
   if (!managed) return nullptr;
   managed->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
   managed->manager_ctx = Py_NewRef(tensor);
-  managed->deleter = DeleteTensorRef;
+  managed->deleter = Guarded<DeleteTensorRef>;
   managed->flags = source->flags;
   managed->dl_tensor = source->dl_tensor;
   return managed;
@@ -286,30 +323,74 @@ void TensorDealloc(PyObject* self) {
 
 const DLTensor& DL(PyObject* self) { return reinterpret_cast<TensorObject*>(self)->managed->dl_tensor; }
 
+// False with ValueError set when `self` is a view lent to a callback that has returned.
+bool Usable(PyObject* self) {
+  if (!reinterpret_cast<TensorObject*>(self)->expired) return true;
+  PyErr_SetString(PyExc_ValueError,
+                  "this tensorplug.Tensor was lent to a Python callback and is no longer valid: its data "
+                  "belongs to the kernel's caller and may be freed once the callback returns; copy what you "
+                  "need inside the callback");
+  return false;
+}
+
 PyObject* IntTuple(const int64_t* values, int32_t n) {
   PyObject* tuple = PyTuple_New(n);
-  for (int32_t i = 0; tuple && i < n; ++i) PyTuple_SET_ITEM(tuple, i, PyLong_FromLongLong(values[i]));
+  for (int32_t i = 0; tuple && i < n; ++i) {
+    PyObject* item = PyLong_FromLongLong(values[i]);
+    if (!item) {
+      Py_CLEAR(tuple);
+      break;
+    }
+    PyTuple_SET_ITEM(tuple, i, item);
+  }
   return tuple;
 }
 
-PyObject* TensorShape(PyObject* self, void*) { return IntTuple(DL(self).shape, DL(self).ndim); }
-PyObject* TensorStrides(PyObject* self, void*) { return IntTuple(DL(self).strides, DL(self).ndim); }
-PyObject* TensorNDim(PyObject* self, void*) { return PyLong_FromLong(DL(self).ndim); }
-PyObject* TensorDType(PyObject* self, void*) { return DTypeToPython(DL(self).dtype); }
-PyObject* TensorDevice(PyObject* self, void*) { return DeviceToPython(DL(self).device); }
+PyObject* TensorShape(PyObject* self, void*) {
+  if (!Usable(self)) return nullptr;
+  return IntTuple(DL(self).shape, DL(self).ndim);
+}
+PyObject* TensorStrides(PyObject* self, void*) {
+  if (!Usable(self)) return nullptr;
+  const DLTensor& t = DL(self);
+  if (t.strides || t.ndim == 0) return IntTuple(t.strides, t.ndim);
+  int64_t compact[TP_MAX_NDIM];  // NULL strides: compact row-major (DLPack's meaning)
+  int64_t stride = 1;
+  for (int32_t i = t.ndim - 1; i >= 0; --i) {
+    compact[i] = stride;
+    stride *= t.shape[i] > 1 ? t.shape[i] : 1;
+  }
+  return IntTuple(compact, t.ndim);
+}
+PyObject* TensorNDim(PyObject* self, void*) {
+  if (!Usable(self)) return nullptr;
+  return PyLong_FromLong(DL(self).ndim);
+}
+PyObject* TensorDType(PyObject* self, void*) {
+  if (!Usable(self)) return nullptr;
+  return DTypeToPython(DL(self).dtype);
+}
+PyObject* TensorDevice(PyObject* self, void*) {
+  if (!Usable(self)) return nullptr;
+  return DeviceToPython(DL(self).device);
+}
 PyObject* TensorDataPtr(PyObject* self, void*) {
+  if (!Usable(self)) return nullptr;
   return PyLong_FromVoidPtr(static_cast<char*>(DL(self).data) + DL(self).byte_offset);
 }
 PyObject* TensorReadOnly(PyObject* self, void*) {
+  if (!Usable(self)) return nullptr;
   return PyBool_FromLong(reinterpret_cast<TensorObject*>(self)->managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
 }
 
 PyObject* TensorDLPackDevice(PyObject* self, PyObject*) {
+  if (!Usable(self)) return nullptr;
   return Py_BuildValue("(ii)", int(DL(self).device.device_type), int(DL(self).device.device_id));
 }
 
 // __dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)
 PyObject* TensorDLPack(PyObject* self, PyObject* args, PyObject* kwargs) {
+  if (!Usable(self)) return nullptr;
   static const char* kwlist[] = {"stream", "max_version", "dl_device", "copy", nullptr};
   PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO", const_cast<char**>(kwlist), &stream, &max_version,
@@ -347,13 +428,14 @@ PyObject* TensorDLPack(PyObject* self, PyObject* args, PyObject* kwargs) {
   if (!legacy) return PyErr_NoMemory();
   legacy->dl_tensor = DL(self);
   legacy->manager_ctx = Py_NewRef(self);
-  legacy->deleter = DeleteTensorRefLegacy;
-  PyObject* capsule = PyCapsule_New(legacy, "dltensor", LegacyCapsuleDestructor);
+  legacy->deleter = Guarded<DeleteTensorRefLegacy>;
+  PyObject* capsule = PyCapsule_New(legacy, "dltensor", Guarded<LegacyCapsuleDestructor>);
   if (!capsule) DeleteTensorRefLegacy(legacy);
   return capsule;
 }
 
 PyObject* TensorRepr(PyObject* self) {
+  if (reinterpret_cast<TensorObject*>(self)->expired) return PyUnicode_FromString("tensorplug.Tensor(<expired view>)");
   PyObject* shape = TensorShape(self, nullptr);
   PyObject* dtype = TensorDType(self, nullptr);
   PyObject* device = TensorDevice(self, nullptr);
@@ -367,20 +449,20 @@ PyObject* TensorRepr(PyObject* self) {
 }
 
 PyGetSetDef kTensorGetSet[] = {
-    {"shape", TensorShape, nullptr, "Extents, a tuple of ints.", nullptr},
-    {"strides", TensorStrides, nullptr, "Strides in elements, a tuple of ints.", nullptr},
-    {"ndim", TensorNDim, nullptr, "Number of dimensions.", nullptr},
-    {"dtype", TensorDType, nullptr, "Element type name, e.g. 'float32'.", nullptr},
-    {"device", TensorDevice, nullptr, "The tensorplug.Device holding the data.", nullptr},
-    {"data_ptr", TensorDataPtr, nullptr, "Address of element 0.", nullptr},
-    {"is_read_only", TensorReadOnly, nullptr, "Whether the data must not be written.", nullptr},
+    {"shape", Guarded<TensorShape>, nullptr, "Extents, a tuple of ints.", nullptr},
+    {"strides", Guarded<TensorStrides>, nullptr, "Strides in elements, a tuple of ints.", nullptr},
+    {"ndim", Guarded<TensorNDim>, nullptr, "Number of dimensions.", nullptr},
+    {"dtype", Guarded<TensorDType>, nullptr, "Element type name, e.g. 'float32'.", nullptr},
+    {"device", Guarded<TensorDevice>, nullptr, "The tensorplug.Device holding the data.", nullptr},
+    {"data_ptr", Guarded<TensorDataPtr>, nullptr, "Address of element 0.", nullptr},
+    {"is_read_only", Guarded<TensorReadOnly>, nullptr, "Whether the data must not be written.", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
 PyMethodDef kTensorMethods[] = {
-    {"__dlpack__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(TensorDLPack)),
+    {"__dlpack__", GuardedMethod<TensorDLPack>(),
      METH_VARARGS | METH_KEYWORDS, "Export as a DLPack capsule (Python array API standard)."},
-    {"__dlpack_device__", TensorDLPackDevice, METH_NOARGS, "(device_type, device_id) of the data."},
+    {"__dlpack_device__", Guarded<TensorDLPackDevice>, METH_NOARGS, "(device_type, device_id) of the data."},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -397,12 +479,12 @@ PyObject* TensorNew(PyTypeObject*, PyObject*, PyObject*) {
 }
 
 PyType_Slot kTensorSlots[] = {
-    {Py_tp_dealloc, reinterpret_cast<void*>(TensorDealloc)},
-    {Py_tp_repr, reinterpret_cast<void*>(TensorRepr)},
+    {Py_tp_dealloc, GuardedSlot<TensorDealloc>()},
+    {Py_tp_repr, GuardedSlot<TensorRepr>()},
     {Py_tp_getset, kTensorGetSet},
     {Py_tp_methods, kTensorMethods},
     {Py_tp_members, kTensorMembers},
-    {Py_tp_new, reinterpret_cast<void*>(TensorNew)},
+    {Py_tp_new, GuardedSlot<TensorNew>()},
     {Py_tp_doc, const_cast<char*>("The core's own owning tensor: the result type of kernels called with "
                                   "no framework tensor. Every framework imports it through DLPack.")},
     {0, nullptr},
@@ -412,10 +494,12 @@ PyType_Spec kTensorSpec = {"tensorplug.Tensor", sizeof(TensorObject), 0, Py_TPFL
 
 // ------------------------------------------------------ the core's own table ----
 int CoreViewFromObject(void* obj, DLTensor* out) {
+  if (!Usable(static_cast<PyObject*>(obj))) return -1;
   *out = DL(static_cast<PyObject*>(obj));
   return 0;
 }
 int CoreManagedFromObject(void* obj, DLManagedTensorVersioned** out) {
+  if (!Usable(static_cast<PyObject*>(obj))) return -1;
   *out = ExportRef(static_cast<PyObject*>(obj));
   if (!*out) {
     PyErr_NoMemory();
@@ -436,17 +520,17 @@ int CoreCurrentStream(DLDeviceType, int32_t, void** out) {
 DLPackExchangeAPI g_core_api = {
     {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, nullptr},
     nullptr,  // allocation falls back to libtensorplug's default CPU allocator
-    CoreManagedFromObject,
-    CoreToObject,
-    CoreViewFromObject,
-    CoreCurrentStream,
+    Guarded<CoreManagedFromObject>,
+    Guarded<CoreToObject>,
+    Guarded<CoreViewFromObject>,
+    Guarded<CoreCurrentStream>,
 };
 AdapterTable g_core_table;
 
 }  // namespace
 
 PyObject* TensorFromManaged(DLManagedTensorVersioned* managed) {
-  if (managed->deleter == DeleteTensorRef) {  // a round trip: hand back the original
+  if (managed->deleter == Guarded<DeleteTensorRef>) {  // a round trip: hand back the original
     PyObject* original = Py_NewRef(static_cast<PyObject*>(managed->manager_ctx));
     DeleteTensorRef(managed);
     return original;
@@ -458,7 +542,14 @@ PyObject* TensorFromManaged(DLManagedTensorVersioned* managed) {
   }
   t->managed = managed;
   t->weakrefs = nullptr;
+  t->expired = false;
   return reinterpret_cast<PyObject*>(t);
+}
+
+void InvalidateLentTensor(PyObject* tensor) {
+  // Only the flag: shape and strides stay allocated until the object goes, since DLPack
+  // exports made during the callback still point at them.
+  if (Py_TYPE(tensor) == TensorType) reinterpret_cast<TensorObject*>(tensor)->expired = true;
 }
 
 DLManagedTensorVersioned* TensorManaged(PyObject* tensor) {
@@ -479,7 +570,7 @@ bool InitTensorType(PyObject* module) {
   g_core_table.api = &g_core_api;
   g_core_table.owner = capsule;
   g_core_table.read_only = ReadOnlyPolicy::kProbe;  // a Tensor carries its producer's flag
-  g_core_table.is_read_only = [](PyObject* obj) -> int {
+  g_core_table.is_read_only = [](PyObject* obj) -> int {  // only after a successful import
     return (TensorManaged(obj)->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
   };
   g_core_table.name = PyUnicode_InternFromString("tensorplug");

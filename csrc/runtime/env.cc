@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime_internal.h"
+#include "tensorplug/dtype.h"
 
 using tensorplug::runtime::Fail;
 
@@ -37,6 +38,41 @@ void FreeCPUTensor(DLManagedTensorVersioned* self) { std::free(self->manager_ctx
 
 void SetErrorToThread(void*, const char* kind, const char* message) { TPErrorSet(kind, message); }
 
+// Bytes of a tensor of `prototype`'s shape and dtype, checked: false when the count does
+// not fit in 64 bits (nothing is ever allocated from a wrapped-around size).
+bool CheckedNumBytes(const DLTensor& prototype, uint64_t* nbytes) {
+  uint64_t numel = 1;
+  bool overflow = false;
+  for (int32_t i = 0; i < prototype.ndim; ++i) {
+    overflow |= __builtin_mul_overflow(numel, static_cast<uint64_t>(prototype.shape[i]), &numel);
+  }
+  if (numel == 0) {  // an empty tensor costs nothing, whatever its other extents
+    *nbytes = 0;
+    return true;
+  }
+  const uint64_t item_bits = uint64_t(prototype.dtype.bits) * prototype.dtype.lanes;
+  uint64_t bits = 0;
+  if (overflow || __builtin_mul_overflow(numel, item_bits, &bits)) {
+    // Whole bytes per item (every dtype but sub-byte ones): count bytes directly, so that
+    // sizes between 2^61 and 2^64 bytes are still named exactly.
+    if (overflow || item_bits % 8 != 0 || __builtin_mul_overflow(numel, item_bits / 8, nbytes)) return false;
+    return true;
+  }
+  *nbytes = bits / 8 + (bits % 8 != 0);
+  return true;
+}
+
+// The request itself is malformed (a kernel passing a bad prototype): a ValueError.
+const char* CheckPrototype(const DLTensor& prototype) {
+  if (prototype.ndim < 0) return "ndim must not be negative";
+  if (prototype.ndim > TP_MAX_NDIM) return "too many dimensions (tensorplug supports at most 64)";
+  if (prototype.ndim > 0 && prototype.shape == nullptr) return "shape is NULL";
+  for (int32_t i = 0; i < prototype.ndim; ++i) {
+    if (prototype.shape[i] < 0) return "shape must not contain negative extents";
+  }
+  return nullptr;
+}
+
 int DefaultCPUAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
                         void (*set_error)(void*, const char*, const char*)) {
   if (prototype->device.device_type != kDLCPU) {
@@ -45,27 +81,23 @@ int DefaultCPUAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, voi
               "tensors can be allocated");
     return -1;
   }
-  const int32_t ndim = prototype->ndim;
-  if (ndim < 0) {
-    set_error(error_ctx, "ValueError", "ndim must not be negative");
+  if (const char* problem = CheckPrototype(*prototype)) {
+    set_error(error_ctx, "ValueError", problem);
     return -1;
   }
-  uint64_t numel = 1;
-  for (int32_t i = 0; i < ndim; ++i) {
-    if (prototype->shape[i] < 0) {
-      set_error(error_ctx, "ValueError", "shape must not contain negative extents");
-      return -1;
-    }
-    numel *= static_cast<uint64_t>(prototype->shape[i]);
+  const int32_t ndim = prototype->ndim;
+  uint64_t nbytes = 0;
+  if (!CheckedNumBytes(*prototype, &nbytes)) {
+    set_error(error_ctx, "MemoryError", "the size in bytes does not fit in 64 bits");
+    return -1;
   }
-  const uint64_t item_bits = uint64_t(prototype->dtype.bits) * prototype->dtype.lanes;
-  const uint64_t nbytes = (numel * item_bits + 7) / 8;
   const size_t header = sizeof(DLManagedTensorVersioned) + sizeof(int64_t) * 2 * size_t(ndim);
   const size_t data_offset = (header + kDataAlignment - 1) / kDataAlignment * kDataAlignment;
+  size_t total = 0;
   void* block = nullptr;
-  if (posix_memalign(&block, kDataAlignment, data_offset + nbytes) != 0) {
-    std::string msg = "cannot allocate " + std::to_string(nbytes) + " bytes on cpu:0";
-    set_error(error_ctx, "MemoryError", msg.c_str());
+  if (__builtin_add_overflow(data_offset, nbytes, &total) ||
+      posix_memalign(&block, kDataAlignment, total) != 0) {
+    set_error(error_ctx, "MemoryError", "out of memory");
     return -1;
   }
   auto* managed = static_cast<DLManagedTensorVersioned*>(block);
@@ -75,7 +107,7 @@ int DefaultCPUAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, voi
   for (int32_t i = ndim - 1; i >= 0; --i) {
     shape[i] = prototype->shape[i];
     strides[i] = stride;
-    stride *= shape[i];
+    stride *= shape[i] > 1 ? shape[i] : 1;  // fits: the product of the extents was checked
   }
   managed->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
   managed->manager_ctx = block;
@@ -159,33 +191,65 @@ DLPackManagedTensorAllocator TPEnvSetAllocator(DLPackManagedTensorAllocator allo
 }
 
 int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out) {
-  DLPackManagedTensorAllocator alloc = tls_allocator ? tls_allocator : DefaultCPUAllocator;
+  if (out == nullptr) return -1;
   *out = nullptr;
-  TPErrorClear();
-  if (alloc(prototype, out, nullptr, SetErrorToThread) == 0 && *out != nullptr) return 0;
-  // Whatever the framework said, the caller learns what was asked for and where. Errors
-  // about the request itself keep their kind; the rest is out-of-memory from the caller's
-  // view (frameworks report that as RuntimeError or worse).
-  const char* kind = "MemoryError";
-  const char* why = "the allocator returned no tensor";
-  TPErrorGet(&kind, &why);
-  bool request_error = false;
-  for (const char* k : {"TypeError", "ValueError", "BufferError", "NotImplementedError", "OverflowError"}) {
-    request_error = request_error || std::strcmp(kind, k) == 0;
+  if (prototype == nullptr) {
+    TPErrorSet("ValueError", "TPEnvAllocTensor: prototype is NULL");
+    return -1;
   }
-  const std::string out_kind = request_error ? kind : "MemoryError";
-  uint64_t numel = 1;
-  std::string shape = "[";
-  for (int32_t i = 0; i < prototype->ndim; ++i) {
-    numel *= static_cast<uint64_t>(prototype->shape[i]);
-    shape += (i ? "," : "") + std::to_string(prototype->shape[i]);
+  try {  // a C entry point: std::string may throw std::bad_alloc
+    if (const char* problem = CheckPrototype(*prototype)) {
+      return Fail("ValueError", std::string("cannot allocate a tensor: ") + problem);
+    }
+    DLPackManagedTensorAllocator alloc = tls_allocator ? tls_allocator : DefaultCPUAllocator;
+    TPErrorClear();
+    if (alloc(prototype, out, nullptr, SetErrorToThread) == 0 && *out != nullptr) return 0;
+    // Whatever the framework said, the caller learns what was asked for and where. Errors
+    // about the request itself keep their kind; the rest is out-of-memory from the caller's
+    // view (frameworks report that as RuntimeError or worse).
+    const char* kind_ptr = "MemoryError";
+    const char* why_ptr = "the allocator returned no tensor";
+    TPErrorGet(&kind_ptr, &why_ptr);
+    const std::string kind = kind_ptr;  // copies: the probe below records errors
+    // The first line only: frameworks append backtraces (torch: "\nException raised from ...").
+    const std::string why(why_ptr, std::strcspn(why_ptr, "\n"));
+    bool request_error = false;
+    for (const char* k : {"TypeError", "ValueError", "BufferError", "NotImplementedError", "OverflowError"}) {
+      request_error = request_error || kind == k;
+    }
+    if (!request_error) {
+      // Frameworks report every failure as out-of-memory (torch: "Unsupported code 9" for a
+      // float8 it lacks is a MemoryError). An allocator that cannot make even an empty
+      // tensor of this dtype on this device refuses the dtype/device, not the size.
+      int64_t zeros[TP_MAX_NDIM] = {0};
+      DLTensor empty = *prototype;
+      empty.ndim = prototype->ndim > 0 ? prototype->ndim : 1;
+      empty.shape = zeros;
+      empty.strides = nullptr;
+      DLManagedTensorVersioned* probe = nullptr;
+      if (alloc(&empty, &probe, nullptr, SetErrorToThread) == 0 && probe != nullptr) {
+        if (probe->deleter) probe->deleter(probe);
+      } else {
+        const std::string message = "cannot allocate a " + tensorplug::DataTypeToString(prototype->dtype) +
+                                    " tensor on " + DeviceName(prototype->device) +
+                                    ": the allocator refuses this dtype or device (even for an empty tensor): " + why;
+        return Fail("TypeError", message);
+      }
+    }
+    const std::string out_kind = request_error ? kind : "MemoryError";
+    std::string shape = "[";
+    for (int32_t i = 0; i < prototype->ndim; ++i) shape += (i ? "," : "") + std::to_string(prototype->shape[i]);
+    shape += "]";
+    uint64_t nbytes = 0;
+    const std::string size = CheckedNumBytes(*prototype, &nbytes) ? std::to_string(nbytes) + " bytes"
+                                                                    : "more than 2^64 bytes";
+    const std::string message = "cannot allocate " + size + " (shape " + shape + ") on " +
+                                DeviceName(prototype->device) + ": " + why;
+    return Fail(out_kind.c_str(), message);
+  } catch (...) {
+    TPErrorSet("MemoryError", "TPEnvAllocTensor: out of memory while reporting an allocation failure");
+    return -1;
   }
-  shape += "]";
-  const uint64_t nbytes = (numel * prototype->dtype.bits * prototype->dtype.lanes + 7) / 8;
-  const std::string message = "cannot allocate " + std::to_string(nbytes) + " bytes (shape " + shape + ") on " +
-                              DeviceName(prototype->device) + ": " + why;
-  TPErrorSet(out_kind.c_str(), message.c_str());
-  return -1;
 }
 
 int TPEnvStorageSet(const char* key, void* value, void (*deleter)(void*)) {

@@ -228,11 +228,17 @@ void CountingDeleter(DLManagedTensorVersioned* managed) {
   delete managed;
 }
 
-// A bound allocator that always returns compact strides; fails for int8 (to test errors).
+// A bound allocator that always returns compact strides; runs out of memory for non-empty
+// int8 tensors and has no uint16 at all, reporting both as MemoryError as frameworks do
+// (to test errors).
 int CountingAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
                       void (*set_error)(void*, const char*, const char*)) {
-  if (prototype->dtype == tp::kInt8) {
+  if (prototype->dtype == tp::kInt8 && tp::detail::Numel(*prototype) > 0) {
     set_error(error_ctx, "MemoryError", "int8 pool exhausted");
+    return -1;
+  }
+  if (prototype->dtype == tp::kUInt16) {
+    set_error(error_ctx, "MemoryError", "Unsupported dtype\nbacktrace follows");
     return -1;
   }
   ++g_allocs;
@@ -257,6 +263,31 @@ int CountingAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void*
   return 0;
 }
 
+// The default CPU allocator checks its size arithmetic and the ndim limit.
+void TestDefaultAllocatorLimits() {
+  Caught c = Catch([] { tp::Tensor::FromEnvAlloc({int64_t(1) << 59}, tp::kFloat32, tp::kCPU); });
+  EXPECT(c.kind == "MemoryError" &&
+         c.message == "cannot allocate 2305843009213693952 bytes (shape [576460752303423488]) on cpu:0: out of memory");
+  c = Catch([] { tp::Tensor::FromEnvAlloc({int64_t(1) << 62, 2}, tp::kFloat32, tp::kCPU); });
+  EXPECT(c.kind == "MemoryError" &&
+         c.message == "cannot allocate more than 2^64 bytes (shape [4611686018427387904,2]) on cpu:0: the size in "
+                      "bytes does not fit in 64 bits");
+  std::vector<int64_t> many(TP_MAX_NDIM + 1, 1);
+  c = Catch([&] { tp::Tensor::FromEnvAlloc(tp::IntArrayView(many.data(), many.size()), tp::kFloat32, tp::kCPU); });
+  EXPECT(c.kind == "ValueError" &&
+         c.message == "FromEnvAlloc: 65 dimensions; tensorplug supports at most 64");
+  // The C ABI checks too (a plain-C kernel calls it directly).
+  DLTensor prototype{nullptr, tp::kCPU, TP_MAX_NDIM + 1, tp::kFloat32, many.data(), nullptr, 0};
+  DLManagedTensorVersioned* out = nullptr;
+  EXPECT(TPEnvAllocTensor(&prototype, &out) == -1 && out == nullptr);
+  c = Catch([] { tp::detail::ThrowLastError(); });
+  EXPECT(c.kind == "ValueError" &&
+         c.message == "cannot allocate a tensor: too many dimensions (tensorplug supports at most 64)");
+  std::vector<int64_t> limit(TP_MAX_NDIM, 1);
+  EXPECT(tp::Tensor::FromEnvAlloc(tp::IntArrayView(limit.data(), limit.size()), tp::kFloat32, tp::kCPU).dim() == 64);
+  EXPECT(tp::Tensor::FromEnvAlloc({0, int64_t(1) << 62}, tp::kFloat32, tp::kCPU).numel() == 0);
+}
+
 void TestBoundAllocator() {
   DLPackManagedTensorAllocator previous = TPEnvSetAllocator(CountingAllocator);
   {
@@ -270,6 +301,12 @@ void TestBoundAllocator() {
     // The runtime names what was asked for and where, keeping the allocator's reason.
     EXPECT(c.kind == "MemoryError" &&
            c.message == "cannot allocate 4 bytes (shape [4]) on cpu:0: int8 pool exhausted");
+    // An allocator refusing even an empty tensor of a dtype refuses the dtype: TypeError,
+    // with the first line of its reason.
+    c = Catch([] { tp::Tensor::FromEnvAlloc({4}, tp::kUInt16, tp::kCPU); });
+    EXPECT(c.kind == "TypeError" &&
+           c.message == "cannot allocate a uint16 tensor on cpu:0: the allocator refuses this dtype or device "
+                        "(even for an empty tensor): Unsupported dtype");
     // Allocation is per thread: another thread uses the default allocator.
     int allocs_before = g_allocs;
     std::thread([] { tp::Tensor::FromEnvAlloc({3}, tp::kFloat32, tp::kCPU); }).join();
@@ -435,7 +472,8 @@ int main() {
     TestStreams();
     TestStorage();
     TestEnvAlloc();
-    TestBoundAllocator();
+    TestDefaultAllocatorLimits();
+  TestBoundAllocator();
     TestOwnership();
     TestNDAlloc();
     TestHelpers();

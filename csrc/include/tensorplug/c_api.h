@@ -82,6 +82,13 @@ typedef enum {
   kTPFunction = 12, /* v_func: one reference to a function */
 } TPTypeIndex;
 
+/*
+ * The most dimensions a tensor may have anywhere in tensorplug (numpy's limit too).
+ * Tensors entering from Python, results leaving a kernel and allocation requests with
+ * more are refused with an error, never truncated (docs/calling.md, "Limits").
+ */
+#define TP_MAX_NDIM 64
+
 /* TPAny.flags bits. */
 #define TP_ANY_FLAG_READ_ONLY 1u /* kTPDLTensorPtr: the view must not be written */
 

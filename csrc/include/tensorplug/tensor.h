@@ -341,8 +341,9 @@ struct NDAllocPayload {
 };
 
 inline int32_t CheckShape(IntArrayView shape, const char* where) {
-  if (shape.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    TENSORPLUG_THROW(ValueError) << where << ": too many dimensions";
+  if (shape.size() > TP_MAX_NDIM) {
+    TENSORPLUG_THROW(ValueError) << where << ": " << shape.size() << " dimensions; tensorplug supports at most "
+                                 << TP_MAX_NDIM;
   }
   for (int64_t extent : shape) {
     if (extent < 0) TENSORPLUG_THROW(ValueError) << where << ": negative extent in shape " << shape;
