@@ -177,18 +177,30 @@ def test_from_env_alloc_uses_the_primary_frameworks_allocator(gpu, tensorplug_ke
 
 
 def test_a_failing_allocator_is_the_kernels_error(gpu, tensorplug_kernels):
-    def refuse(shape, dtype, device):
-        raise MemoryError(f"fakegpu cannot allocate {shape} on {device}")
+    def out_of_memory(shape, dtype, device):
+        if 0 in shape:  # an empty tensor still fits: the size is the problem
+            return gpu._allocate(shape, dtype, device)
+        raise RuntimeError(f"fakegpu is out of memory for {shape}")
 
-    adapter = FakeDeviceAdapter("oom")
-    adapter.table = tensorplug.ExchangeTable.from_python("oom", from_dlpack=adapter._from_dlpack,
-                                                         current_stream=adapter._current_stream, allocate=refuse)
-    with registered(adapter):
-        x = adapter.tensor(ones(), (CUDA, 0))
-        before = state("cuda:0")
-        with pytest.raises(MemoryError, match=r"fakegpu cannot allocate \(2, 3\) on cuda:0"):
-            tensorplug_kernels.alloc_like(x)
-        assert state("cuda:0") == before
+    def no_float32(shape, dtype, device):
+        raise RuntimeError(f"fakegpu has no {dtype}")
+
+    for name, allocate, error, message in (
+            ("oom", out_of_memory, MemoryError,
+             r"^cannot allocate 24 bytes \(shape \[2,3\]\) on cuda:0: fakegpu is out of memory for \(2, 3\)$"),
+            ("nofloat", no_float32, TypeError,
+             r"^cannot allocate a float32 tensor on cuda:0: the allocator refuses this dtype or device \(even for "
+             r"an empty tensor\): fakegpu has no float32$")):
+        adapter = FakeDeviceAdapter(name)
+        adapter.table = tensorplug.ExchangeTable.from_python(name, from_dlpack=adapter._from_dlpack,
+                                                             current_stream=adapter._current_stream,
+                                                             allocate=allocate)
+        with registered(adapter):
+            x = adapter.tensor(ones(), (CUDA, 0))
+            before = state("cuda:0")
+            with pytest.raises(error, match=message):
+                tensorplug_kernels.alloc_like(x)
+            assert state("cuda:0") == before
 
 
 # ----------------------------------------------------------- output_framework ----
