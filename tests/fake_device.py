@@ -38,12 +38,13 @@ class _DLDevice(ctypes.Structure):
 
 
 class _ManagedTensorVersioned(ctypes.Structure):
-    """The head of DLManagedTensorVersioned (DLPack 1.x), up to the dtype of its DLTensor."""
+    """DLManagedTensorVersioned (DLPack 1.x), its DLTensor inlined."""
 
     _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("manager_ctx", ctypes.c_void_p),
                 ("deleter", ctypes.c_void_p), ("flags", ctypes.c_uint64), ("data", ctypes.c_void_p),
                 ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype_code", ctypes.c_uint8),
-                ("dtype_bits", ctypes.c_uint8), ("dtype_lanes", ctypes.c_uint16)]
+                ("dtype_bits", ctypes.c_uint8), ("dtype_lanes", ctypes.c_uint16), ("shape", ctypes.c_void_p),
+                ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64)]
 
 
 _capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
@@ -67,6 +68,11 @@ def relabeled_capsule(producer, device: tuple[int, int], bfloat16_as_uint16: boo
     if bfloat16_as_uint16 and managed.dtype_code == BFLOAT:
         managed.dtype_code = UINT
     return capsule
+
+
+def managed_of(capsule) -> _ManagedTensorVersioned:
+    """The DLManagedTensorVersioned of an unconsumed versioned capsule, to edit in place."""
+    return _ManagedTensorVersioned.from_address(_capsule_pointer(capsule, b"dltensor_versioned"))
 
 
 class _HostView:

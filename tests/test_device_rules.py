@@ -176,6 +176,23 @@ def test_from_env_alloc_uses_the_primary_frameworks_allocator(gpu, tensorplug_ke
     np.testing.assert_array_equal(first.numpy(), np.full(3, 2, np.float32))
 
 
+def test_fresh_allocations_are_writable_even_from_an_immutable_framework(tensorplug_kernels):
+    # jax's fresh buffers export read-only (jax arrays are immutable); the kernel must fill them.
+    adapter = FakeDeviceAdapter("immutable")
+
+    def allocate_frozen(shape, dtype, device):
+        data = np.zeros(shape, dtype)
+        data.flags.writeable = False
+        return adapter.tensor_type(data, (CPU, 0))
+
+    adapter.table = tensorplug.ExchangeTable.from_python("immutable", from_dlpack=adapter._from_dlpack,
+                                                         allocate=allocate_frozen, read_only=True)
+    with registered(adapter):
+        y = tensorplug_kernels.add_one(adapter.tensor(np.arange(3, dtype=np.float32), (CPU, 0)))
+    assert type(y) is adapter.tensor_type
+    np.testing.assert_array_equal(y.numpy(), [1, 2, 3])
+
+
 def test_a_failing_allocator_is_the_kernels_error(gpu, tensorplug_kernels):
     def out_of_memory(shape, dtype, device):
         if 0 in shape:  # an empty tensor still fits: the size is the problem
