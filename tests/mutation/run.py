@@ -36,8 +36,8 @@ from mutations import MUTATIONS, Mutation  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD_PAGE = ROOT / "docs" / "testing.md"
-RECORD_START = "<!-- mutation-result: start -->"
-RECORD_END = "<!-- mutation-result: end -->"
+RECORD_START = "% mutation-result: start (written by tests/mutation/run.py --record)"
+RECORD_END = "% mutation-result: end"
 NEEDS_BUILD = ("csrc/", "CMakeLists.txt")
 
 # Python startup in the test runs: hide the working tree's editable install (its import
@@ -146,10 +146,17 @@ def main(argv=None) -> int:
         if not ws.build_and_install():
             print(f"the unmutated copy does not build (log: {ws.log})", file=sys.stderr)
             return 1
-        tests = list(dict.fromkeys(t for m in selected for t in m.tests))
-        print(f"baseline: the tests of {len(selected)} mutations on the unmutated copy ...", flush=True)
-        if ws.pytest(tests) != 0:
-            print(f"the tests fail without any mutation: nothing can be concluded (log: {ws.log})", file=sys.stderr)
+        imported = subprocess.run([sys.executable, "-c", "import tensorplug; print(tensorplug.__file__)"],
+                                  env=ws.env, cwd=ws.tree, capture_output=True, text=True).stdout.strip()
+        if not imported.startswith(str(ws.tree)):
+            print(f"the tests would import tensorplug from {imported}, not from the copy", file=sys.stderr)
+            return 1
+        selections = list(dict.fromkeys(m.tests for m in selected))
+        print(f"baseline: {len(selections)} test selections on the unmutated copy ...", flush=True)
+        failing = [" ".join(s) for s in selections if ws.pytest(s) != 0]
+        if failing:
+            print(f"these tests fail without any mutation, nothing can be concluded: {'; '.join(failing)} "
+                  f"(log: {ws.log})", file=sys.stderr)
             return 1
         for m in selected:
             path = ws.tree / m.file
