@@ -247,6 +247,28 @@ class AdapterFramework(NumpyBackedFramework):
         self.module = record.framework
         self._installed = record.framework_installed
         self._table = None
+        self._dtype_reasons: dict[str, str | None] = {}
+
+    def unsupported_dtype(self, dtype):
+        """The adapter declares no dtypes: one its conversion cannot make (a framework
+        without bfloat16) is skipped with the adapter's error, and the capability reads
+        "partial"."""
+        reason = super().unsupported_dtype(dtype)
+        if reason is not None:
+            return reason
+        if dtype not in self._dtype_reasons:
+            array = sample((1,), dtype)
+            try:
+                if dtype == "bfloat16":
+                    import ml_dtypes
+
+                    array = array.astype(ml_dtypes.bfloat16)
+                self.wrap(array)
+                self._dtype_reasons[dtype] = None
+            except Exception as exc:  # noqa: BLE001  (whatever the adapter raises is the reason)
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                self._dtype_reasons[dtype] = f"{self.name} cannot make {dtype} tensors ({type(exc).__name__}: {first})"
+        return self._dtype_reasons[dtype]
 
     def missing(self):
         if not self._installed:
