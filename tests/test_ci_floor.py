@@ -107,11 +107,13 @@ def test_the_repository_floor_is_well_formed():
 
 def test_ci_run_checks_the_suite_report():
     script = (ROOT / ".ci" / "run").read_text()
-    assert re.search(r'^export PYTEST_ADDOPTS=.*--junitxml=\\"\$report\\""$', script, re.M), script
+    # The report option is given to the suite's command only, not to later steps.
+    assert re.search(r'^PYTEST_ADDOPTS=.*--junitxml=\\"\$report\\"" bash -c "\$test_command"$', script, re.M), script
     assert script.index('rm -f "$report"') < script.index('bash -c "$test_command"')
     assert re.search(r'^python \.ci/check_run\.py "\$report" tests/ci_floor\.txt$', script, re.M), script
     # The check runs after the README's test command, in the same strict shell.
     assert script.index('bash -c "$test_command"') < script.index("python .ci/check_run.py")
+    assert "<<<<<<<" not in script and ">>>>>>>" not in script
     assert script.startswith("#!/usr/bin/env bash") and "set -euo pipefail" in script
 
 
