@@ -21,7 +21,10 @@ class Mutation(NamedTuple):
     why: str
 
 
-CALL = "csrc/python/call.cc"
+ARGUMENTS = "csrc/python/arguments.cc"  # argument conversion, the primary tensor
+CALL_ENV = "csrc/python/call_env.h"     # what a call sets and restores (stream, allocator, output)
+ERRORS = "csrc/python/errors.cc"        # error kinds to Python exceptions
+VALUES = "csrc/python/values.cc"        # results to Python (output conversion)
 DEVICE_RULES = "tests/test_device_rules.py"
 
 
@@ -32,42 +35,42 @@ def kit(selection: str) -> tuple[str, ...]:
 
 MUTATIONS = [
     # ---- the five bugs issue 15 found unguarded ----------------------------------------
-    Mutation("primary-first-tensor", CALL,
+    Mutation("primary-first-tensor", ARGUMENTS,
              "if (frame.primary < 0 || (frame.primary_device.device_type == kDLCPU && view->device.device_type != kDLCPU)) {",
              "if (frame.primary < 0) {",
              (DEVICE_RULES,), "the first tensor is primary even when a later one is on a GPU"),
-    Mutation("stream-not-restored-on-error", CALL,
-             "if (stream_set) TPEnvSetStream(dev.device_type, dev.device_id, previous_stream);",
-             "if (stream_set && rc == 0) TPEnvSetStream(dev.device_type, dev.device_id, previous_stream);",
+    Mutation("stream-not-restored-on-error", CALL_ENV,
+             "if (stream_set_) TPEnvSetStream(",
+             "if (stream_set_ && !TPErrorGet(nullptr, nullptr)) TPEnvSetStream(",
              (DEVICE_RULES, "-k", "restores"), "a failing call leaves its stream current"),
-    Mutation("negative-strides-refused-everywhere", CALL,
+    Mutation("negative-strides-refused-everywhere", VALUES,
              "if (!output->negative_strides) {", "if (true) {",
              kit("TestLayouts and numpy"), "every framework refuses negative-stride results"),
-    Mutation("alloc-with-primary-framework", CALL,
-             "TPEnvSetAllocator(output ? output->api->managed_tensor_allocator : nullptr);",
-             "TPEnvSetAllocator(frame.primary_table ? frame.primary_table->api->managed_tensor_allocator : nullptr);",
+    Mutation("alloc-with-primary-framework", CALL_ENV,
+             "TPEnvSetAllocator(output_ ? output_->api->managed_tensor_allocator : nullptr);",
+             "TPEnvSetAllocator(primary ? primary->api->managed_tensor_allocator : nullptr);",
              (DEVICE_RULES, "-k", "output_framework"), "FromEnvAlloc ignores output_framework"),
     Mutation("outermost-output-framework-wins", "core/tensorplug/_context.py",
              "return (streams, self._table._c_table)", "return (streams, output or self._table._c_table)",
              (DEVICE_RULES, "-k", "innermost"), "nested output_framework: the outermost wins"),
     # ---- streams --------------------------------------------------------------------------
-    Mutation("framework-stream-never-asked", CALL,
-             "if (frame.primary_table && dev.device_type != kDLCPU && !overrides.Overrides(",
-             "if (false && frame.primary_table && dev.device_type != kDLCPU && !overrides.Overrides(",
+    Mutation("framework-stream-never-asked", CALL_ENV,
+             "if (primary && device.device_type != kDLCPU && !overrides_.Overrides(",
+             "if (false && primary && device.device_type != kDLCPU && !overrides_.Overrides(",
              (DEVICE_RULES, "-k", "current_stream"), "kernels run on the default stream, not the framework's"),
-    Mutation("stream-override-ignored", CALL,
-             "dev.device_type != kDLCPU && !overrides.Overrides(dev.device_type, dev.device_id)) {",
-             "dev.device_type != kDLCPU) {",
+    Mutation("stream-override-ignored", CALL_ENV,
+             "device.device_type != kDLCPU && !overrides_.Overrides(device.device_type, device.device_id)) {",
+             "device.device_type != kDLCPU) {",
              (DEVICE_RULES, "-k", "override"), "the framework's stream beats use_raw_stream/use_stream"),
     # ---- allocator ------------------------------------------------------------------------
-    Mutation("allocator-not-restored", CALL,
-             "  TPEnvSetAllocator(previous_alloc);\n", "  (void)previous_alloc;\n",
+    Mutation("allocator-not-restored", CALL_ENV,
+             "      TPEnvSetAllocator(previous_alloc_);\n", "      (void)previous_alloc_;\n",
              (DEVICE_RULES, "-k", "restores"), "the call's allocator stays bound after it"),
     Mutation("python-allocation-read-only", "csrc/python/adapters.cc",
              "wrapped->flags &= ~uint64_t(DLPACK_FLAG_BITMASK_READ_ONLY);", "",
              (DEVICE_RULES, "-k", "fresh_allocations"), "tensors a Python allocator makes keep a read-only flag"),
     # ---- read-only ------------------------------------------------------------------------
-    Mutation("read-only-probe-ignored", CALL,
+    Mutation("read-only-probe-ignored", ARGUMENTS,
              "(table->read_only == ReadOnlyPolicy::kProbe && table->is_read_only(obj))", "false",
              kit("TestReadOnly and numpy"), "read-only numpy arrays enter kernels writable"),
     Mutation("mutable-data-ptr-unchecked", "csrc/include/tensorplug/tensor.h",
@@ -88,22 +91,23 @@ MUTATIONS = [
              "case NPY_LONG: case NPY_LONGLONG: *out = {kDLInt, 64, 1}; return true;",
              "case NPY_LONG: case NPY_LONGLONG: *out = {kDLInt, 32, 1}; return true;",
              kit("TestDtypes and numpy and int64"), "numpy int64 arrays enter kernels as int32"),
-    Mutation("bfloat16-named-float16", "csrc/include/tensorplug/dtype.h",
-             'case kDLBfloat: base = "bfloat" + bits; break;', 'case kDLBfloat: base = "float" + bits; break;',
+    Mutation("bfloat16-named-float16", "csrc/include/tensorplug/vocabulary.h",
+             'X(kDLBfloat, "bfloat", 1)', 'X(kDLBfloat, "float", 1)',
              kit("TestDtypes and bfloat16 and dlpack"), "bfloat16 reads as float16"),
     # ---- error kinds ----------------------------------------------------------------------
-    Mutation("index-error-as-runtime-error", CALL,
-             '{"IndexError", &PyExc_IndexError},', '{"IndexError", &PyExc_RuntimeError},',
+    Mutation("index-error-as-runtime-error", ERRORS,
+             "if (kind == e.name) return *e.type;",
+             'if (kind == e.name) return std::string(e.name) == "IndexError" ? PyExc_RuntimeError : *e.type;',
              kit("TestErrors and numpy"), "a kernel's IndexError reaches Python as RuntimeError"),
-    Mutation("unknown-kind-loses-its-name", CALL,
+    Mutation("unknown-kind-loses-its-name", ERRORS,
              'PyErr_Format(PyExc_RuntimeError, "%s: %s", k.c_str(), m.c_str());',
              "PyErr_SetString(PyExc_RuntimeError, m.c_str());",
              kit("TestErrors and numpy"), "an unknown error kind is dropped from the message"),
     # ---- output conversion ----------------------------------------------------------------
-    Mutation("results-never-converted", CALL,
+    Mutation("results-never-converted", VALUES,
              "if (!output) return TensorFromManaged(managed);", "return TensorFromManaged(managed);",
              kit("TestOutput and numpy"), "results come back as tensorplug.Tensor, not the caller's type"),
-    Mutation("complex-check-skipped", CALL,
+    Mutation("complex-check-skipped", ARGUMENTS,
              "if (table->complex_check && view->dtype.code == kDLComplex) {", "if (false) {",
              ("tests/test_bad_input.py", "-k", "conjugate"), "torch conjugate views pass silently"),
     # ---- lifetime -------------------------------------------------------------------------
