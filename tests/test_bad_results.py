@@ -40,6 +40,8 @@ int64_t StrLen(std::string s) { return static_cast<int64_t>(s.size()); }
 tp::Tensor AllocNd(int64_t ndim) {
   return tp::Tensor::FromEnvAlloc(std::vector<int64_t>(static_cast<size_t>(ndim), 1), tp::kFloat32, tp::kCPU);
 }
+// The same from inside a call whose tensor argument picks the caller's allocator.
+tp::Tensor AllocNdLike(tp::TensorView, int64_t ndim) { return AllocNd(ndim); }
 int64_t DeviceId(DLDevice d) { return d.device_id; }
 int64_t AddCb(int64_t x, tp::Function f) { return f(x).cast<int64_t>(); }
 }  // namespace
@@ -47,6 +49,7 @@ int64_t AddCb(int64_t x, tp::Function f) { return f(x).cast<int64_t>(); }
 TENSORPLUG_EXPORT(deleted, Deleted);
 TENSORPLUG_EXPORT(str_len, StrLen, "s");
 TENSORPLUG_EXPORT(alloc_nd, AllocNd, "ndim");
+TENSORPLUG_EXPORT(alloc_nd_like, AllocNdLike, "x", "ndim");
 TENSORPLUG_EXPORT(device_id, DeviceId, "device");
 TENSORPLUG_EXPORT(add_cb, AddCb, "x", "f");
 
@@ -186,11 +189,15 @@ def test_numpy_allocation_past_the_ndim_limit(m):
             m.alloc_nd(limit + 1)
         assert str(info.value) == message
         assert m.alloc_nd(limit).shape == (1,) * limit
+    x = np.zeros(1, dtype=np.float32)
+    with pytest.raises(ValueError) as info:
+        m.alloc_nd_like(x, limit + 1)
+    assert str(info.value) == message
+    assert type(m.alloc_nd_like(x, limit)) is np.ndarray
     with pytest.raises(ValueError) as info:
         m.alloc_nd(limit + 1)
     assert str(info.value) == message
     assert isinstance(m.alloc_nd(3), tensorplug.Tensor)
-    del np
 
 
 # -------------------------------------------------------------------- 4. devices ----
