@@ -239,6 +239,10 @@ def test_callback_result_too_big_for_int64_names_the_kernel_argument(m):
         m.add_cb(1, lambda v: -(2**63) - 1)
     assert str(info.value) == ("add_cb() argument 2 'f': a Python callback returned -9223372036854775809, "
                                "which does not fit int64")
+    with pytest.raises(OverflowError) as info:
+        m.add_cb(1, lambda v: 10**5000)  # past the int-to-str digit limit
+    assert str(info.value) == ("add_cb() argument 2 'f': a Python callback returned an int too long to print, "
+                               "which does not fit int64")
     assert m.add_cb(1, lambda v: v + 2**62) == 1 + 2**62
 
 

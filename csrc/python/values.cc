@@ -111,7 +111,15 @@ int PythonToValue(PyObject* obj, TPAny* out) {
     if (out->v_int64 == -1 && PyErr_Occurred()) {
       if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
       PyErr_Clear();
-      PyErr_Format(PyExc_OverflowError, "a Python callback returned %R, which does not fit int64", obj);
+      PyObject* digits = PyObject_Repr(obj);  // fails past sys.get_int_max_str_digits()
+      if (!digits) {
+        PyErr_Clear();
+        digits = PyUnicode_FromString("an int too long to print");
+      }
+      if (digits) {
+        PyErr_Format(PyExc_OverflowError, "a Python callback returned %U, which does not fit int64", digits);
+        Py_DECREF(digits);
+      }
       return -1;
     }
   } else if (PyFloat_Check(obj)) {
