@@ -274,3 +274,30 @@ def test_mixed_contexts_compose(gpu, other_gpu, tensorplug_kernels):
     assert (type(z), inner_stream) == (gpu.tensor_type, 0x2222)
     assert gpu.stream_queries == [] and other_gpu.stream_queries == []
     assert tensorplug.get_raw_stream("cuda:0") is None
+
+
+def test_use_stream_takes_the_device_name_pair_of_first_party_stream_hooks():
+    # torch, paddle and cupy answer tensorplug_stream_handle with (("cuda", index), handle).
+    class NamedStream:
+        pass
+
+    class NamedStreamAdapter:
+        @tensorplug.hookimpl
+        def tensorplug_adapter_info(self):
+            return tensorplug.AdapterInfo(name="named-stream", framework="named_stream", capabilities=("stream",))
+
+        @tensorplug.hookimpl
+        def tensorplug_stream_handle(self, stream):
+            return (("cuda", 1), 0x5150) if isinstance(stream, NamedStream) else None
+
+    adapter = NamedStreamAdapter()
+    tensorplug.register_adapter(adapter)
+    try:
+        context = tensorplug.use_stream(NamedStream())
+        assert context.device == tensorplug.Device("cuda", 1)
+        assert context.handle == 0x5150
+        with context:
+            assert tensorplug.get_raw_stream("cuda:1") == 0x5150
+        assert tensorplug.get_raw_stream("cuda:1") is None
+    finally:
+        tensorplug.unregister_adapter(adapter)

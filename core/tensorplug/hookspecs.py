@@ -50,8 +50,8 @@ def tensorplug_output_table(framework: str):
 @hookspec(firstresult=True)
 def tensorplug_stream_handle(stream: object):
     """Turn a framework stream object into ``(device, handle)`` for
-    ``tensorplug.use_stream``: ``device`` a ``(device_type, device_id)`` pair or a device
-    string, ``handle`` the raw stream as an int. Return None for objects of other
+    ``tensorplug.use_stream``: ``device`` a ``(device_type, device_id)`` pair (the type
+    a DLPack code or a name such as ``"cuda"``) or a device string, ``handle`` the raw stream as an int. Return None for objects of other
     frameworks."""
 
 
