@@ -11,6 +11,10 @@ kernels (``tensorplug_kernels``, from ``kernels.cc``). Tensors are made on the f
 own device (``Framework.device``); the kernels that read or write elements are host
 kernels, so those checks run on CPU tensors, while the ``*_on_cuda`` checks use kernels that
 never touch the data and skip with "no CUDA device" where there is none.
+
+Over 500 lines: the kit is one module so that ``--pyargs tensorplug.testing.conformance``
+collects every capability with one name (the compiler capability, which needs no kernels
+of its own, lives in ``conformance_compiler``).
 """
 
 from __future__ import annotations
