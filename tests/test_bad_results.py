@@ -223,6 +223,7 @@ def test_valid_devices_still_pass(m):
     assert m.device_id((1, 0)) == 0
     assert m.device_id((2, 3)) == 3
     assert m.device_id("cuda:7") == 7
+    assert m.device_id(tensorplug.Device("cuda", 2)) == 2  # a (name, index) named tuple
     with pytest.raises(TypeError) as info:
         m.device_id("cuda:x")
     assert str(info.value) == ("device_id() argument 1 'device': expected a device such as 'cpu', 'cuda:0' or "

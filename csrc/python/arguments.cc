@@ -40,7 +40,9 @@ void AnnotateError(FunctionObject* f, int index, const Param* param) {
 }
 
 int ToDevice(PyObject* obj, DLDevice* out) {
-  if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 2) {  // (device_type, device_id)
+  // (device_type, device_id) with a DLPack code; tensorplug.Device, a (name, index) named
+  // tuple, takes the string path below through its str() ("cuda:0").
+  if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 2 && !PyUnicode_Check(PyTuple_GET_ITEM(obj, 0))) {
     int type = 0, id = 0;
     if (!PyArg_ParseTuple(obj, "ii", &type, &id)) return PyErr_ExceptionMatches(PyExc_OverflowError) ? -1 : -2;
     // Kernels index device tables with these: only the vocabulary's types, no negative id.

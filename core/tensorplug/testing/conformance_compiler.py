@@ -16,8 +16,8 @@ import pytest
 
 import tensorplug
 from tensorplug.testing import capability
+from tensorplug.testing.report import NOT_PROVIDED
 
-NOT_PROVIDED = "not provided"
 
 
 @functools.cache

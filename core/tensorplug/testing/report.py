@@ -5,7 +5,9 @@
   framework ("... not installed") or device ("no CUDA device", "needs two CUDA devices"):
   something the adapter should do was not checked;
 - ``passed``: checks passed, and every skip was for a missing framework or device;
-- ``skipped``: nothing ran, for a missing framework or device.
+- ``skipped``: nothing ran, for a missing framework or device;
+- ``not provided``: nothing ran because the adapter does not offer the capability (an
+  optional one, such as ``compiler``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 
 CAPABILITIES = ("exchange", "dtypes", "layouts", "read-only", "stream", "allocator", "output", "errors", "mixed",
                 "compiler")
+NOT_PROVIDED = "not provided"  # the skip reason of an optional capability the adapter lacks
 
 
 @dataclass
@@ -27,6 +30,8 @@ class Outcomes:
     def status(self) -> str:
         if self.failed:
             return "FAILED"
+        if self.skipped and not self.passed and all(r.startswith(NOT_PROVIDED) for r in self.skipped):
+            return NOT_PROVIDED
         if any(not is_missing(reason) for reason in self.skipped):
             return "partial"
         return "passed" if self.passed else "skipped"
@@ -81,7 +86,8 @@ class CapabilityReport:
             order = [c for c in CAPABILITIES if c in by_capability] + sorted(set(by_capability) - set(CAPABILITIES))
             for capability in order:
                 outcomes = by_capability[capability]
-                color = {"FAILED": "red", "partial": "yellow", "passed": "green", "skipped": "yellow"}[outcomes.status]
+                color = {"FAILED": "red", "partial": "yellow", "passed": "green", "skipped": "yellow",
+                         NOT_PROVIDED: "yellow"}[outcomes.status]
                 terminal.write_line(f"  {capability:<{width}}  {outcomes.status:<7}  {outcomes.details()}",
                                     **{color: True})
 
