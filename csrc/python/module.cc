@@ -20,6 +20,7 @@ PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, PyObject* read_onl
 int MakePythonFunction(PyObject* callable, TPFunctionHandle* out);
 TPFunctionHandle FunctionHandleOf(PyObject* obj);
 extern PyObject* g_device_class;
+extern PyMethodDef kStorageMethods[];  // storage.cc
 
 namespace {
 
@@ -371,7 +372,7 @@ PyObject* CreateModule() {
 #endif
   PyObject* overrides = OverrideVar();
   if (!overrides || !InitTensorType(module) || !InitFunctionType(module) ||
-      PyModule_AddObjectRef(module, "overrides", overrides) < 0 ||
+      PyModule_AddObjectRef(module, "overrides", overrides) < 0 || PyModule_AddFunctions(module, kStorageMethods) < 0 ||
       PyModule_AddIntConstant(module, "MAX_NDIM", TP_MAX_NDIM) < 0) {
     Py_DECREF(module);
     return nullptr;
