@@ -13,6 +13,7 @@
  *   tensor.h    IntArrayView, TensorView (non-owning), Tensor (owning, reference counted)
  *   env.h       current streams, Storage
  *   function.h  Any, Function, TENSORPLUG_EXPORT, TENSORPLUG_REGISTER_GLOBAL
+ *   storage.h   SetStorage / GetStorage / GetOrCreateStorage, GetWorkspace
  *   cuda.h      CUDADeviceGuard, GetCurrentCUDAStream (included when compiling with CUDA:
  *               under nvcc, or with TENSORPLUG_WITH_CUDA defined)
  *
@@ -26,6 +27,7 @@
 #include "tensorplug/env.h"
 #include "tensorplug/error.h"
 #include "tensorplug/function.h"
+#include "tensorplug/storage.h"
 #include "tensorplug/tensor.h"
 
 #if defined(__CUDACC__) || defined(TENSORPLUG_WITH_CUDA)
