@@ -371,10 +371,13 @@ int LoadSharedLibrary(void*, const TPAny* args, int32_t nargs, TPAny* result) {
       }
       written += uint64_t(n);
     }
+    // The descriptor stays open: dlopen knows a library by its path, and a closed
+    // descriptor's number (so its /proc/self/fd path) would be reused by the next one.
     const std::string fd_path = "/proc/self/fd/" + std::to_string(fd);
-    int rc = TPModuleLoadEx(fd_path.c_str(), TP_MODULE_LOAD_RUNTIME, &module);
-    close(fd);  // the mapping keeps the file alive
-    if (rc != 0) return -1;
+    if (TPModuleLoadEx(fd_path.c_str(), TP_MODULE_LOAD_RUNTIME, &module) != 0) {
+      close(fd);
+      return -1;
+    }
     loaded->emplace(data, module);
   }
   TPFunctionHandle lookup = nullptr;
