@@ -320,6 +320,17 @@ TP_API int TPModuleLoad(const char* path, TPModuleHandle* out);
  * often the library is loaded.
  */
 TP_API int TPModuleLoadEx(const char* path, uint32_t flags, TPModuleHandle* out);
+/*
+ * Embedded modules. A library may export the read-only data symbol
+ * `__tensorplug__library_bin`: a blob (magic "TPLIBBIN", layout in docs/cpp.md) of modules
+ * by kind and their import tree. TPModuleLoadEx reads it after dlopen and loads each module
+ * with the global function `load_from_bytes.<kind>(data, size, host_path)`, which a runtime
+ * registers and which returns a lookup function (lookup(name) -> function or None,
+ * lookup() -> tuple of names). libtensorplug registers the kinds `shared_library` (a
+ * kernel library loaded from memory, the first of its per-ISA variants this CPU runs, or
+ * the one the environment variable TENSORPLUG_CPU_VARIANT names) and `ptx` (CUDA kernels).
+ * TPModuleGetFunction and TPModuleListFunctions then see the functions of every module.
+ */
 TP_API void TPModuleRelease(TPModuleHandle module);
 /* The exported function `name` (its signature attached); *out NULL when missing. */
 TP_API int TPModuleGetFunction(TPModuleHandle module, const char* name, TPFunctionHandle* out);
