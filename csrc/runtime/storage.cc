@@ -197,13 +197,17 @@ int Insert(const char* where, const char* key, TPAny* value, TPStorageDeleter de
   Store& store = TheStore();
   Entry old;
   old.value.type_index = kTPNone;
+  bool exiting = false;
   {
     std::lock_guard<std::mutex> lock(store.mutex);
-    if (store.exiting) {
-      // After the exit cleanup nothing would free it: destroy it now instead.
-      Destroy(&entry);
-      return 0;
-    }
+    exiting = store.exiting;
+  }
+  if (exiting) {  // after the exit cleanup nothing would free it: destroy it now instead
+    Destroy(&entry);
+    return 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(store.mutex);
     RegisterCleanupLocked(store);
     auto it = store.entries.find(key);
     if (it != store.entries.end()) {
