@@ -198,6 +198,81 @@ def test_a_kind_registered_by_a_runtime(built):
         tensorplug.remove_global_func("load_from_bytes.greetings")
 
 
+# A C++ runtime defining the kind `consts`: payload lines "name=value", each a function
+# returning its int. Registered at static initialization, as a DSL runtime would.
+CONSTS_RUNTIME = r"""
+#include <tensorplug/tensorplug.h>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+namespace tp = tensorplug;
+namespace {
+using Table = std::map<std::string, int64_t>;
+int Lookup(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
+  const Table& table = *static_cast<Table*>(self);
+  if (nargs == 0) {
+    TPTuple* names = TPTupleCreate(int32_t(table.size()));
+    int32_t i = 0;
+    for (const auto& item : table) {
+      names->items[i].type_index = kTPStr;
+      names->items[i++].v_str = TPStringCreate(item.first.data(), item.first.size());
+    }
+    result->type_index = kTPTuple;
+    result->v_tuple = names;
+    return 0;
+  }
+  auto it = table.find(args[0].type_index == kTPRawStr ? args[0].v_c_str : args[0].v_str->data);
+  if (it == table.end()) return 0;  // None: not this module's
+  int64_t value = it->second;
+  result->type_index = kTPFunction;
+  result->v_func = tp::Function::FromTyped([value] { return value; }, it->first).release();
+  return 0;
+}
+int LoadConsts(void*, const TPAny* args, int32_t, TPAny* result) {
+  std::istringstream lines(std::string(static_cast<const char*>(args[0].v_ptr), size_t(args[1].v_int64)));
+  auto* table = new Table;
+  for (std::string line; std::getline(lines, line);) {
+    auto eq = line.find('=');
+    (*table)[line.substr(0, eq)] = std::stoll(line.substr(eq + 1));
+  }
+  TPFunctionHandle lookup = nullptr;
+  if (TPFunctionCreate(table, Lookup, [](void* t) { delete static_cast<Table*>(t); }, nullptr, &lookup) != 0) return -1;
+  result->type_index = kTPFunction;
+  result->v_func = lookup;
+  return 0;
+}
+const bool registered = [] {
+  TPFunctionHandle f = nullptr;
+  TPFunctionCreate(nullptr, LoadConsts, nullptr, nullptr, &f);
+  TPGlobalFuncRegister("load_from_bytes.consts", f, 1);
+  TPFunctionRelease(f);
+  return true;
+}();
+}  // namespace
+"""
+
+
+def test_a_kind_registered_by_a_cxx_runtime(built):
+    tmp = built["tmp"]
+    (tmp / "consts_runtime.cc").write_text(CONSTS_RUNTIME)
+    runtime = cpp.build("consts_runtime", [tmp / "consts_runtime.cc"], build_directory=tmp / "consts_runtime")
+    path = _host(tmp, "consts_host", library_bin.pack([("consts", b"answer=42\nyear=2026")]))
+    script = textwrap.dedent(f"""
+        import tensorplug
+        try:
+            tensorplug.load_module({path!r})
+        except ValueError as exc:
+            print("before the runtime:", "load_from_bytes.consts" in str(exc))
+        tensorplug.load_library({runtime!r})
+        m = tensorplug.load_module({path!r})
+        print(m.functions, m.answer(), m.year())
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["before the runtime: True", "('answer', 'host_hello', 'year') 42 2026"]
+
+
 def test_a_kind_nobody_registered(built):
     path = _host(built["tmp"], "unknown_kind", library_bin.pack([("nosuchkind", b"")]))
     with pytest.raises(ValueError) as info:
