@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "tensorplug/c_api.h"
+#include "tensorplug/caster.h"
 #include "tensorplug/error.h"
 #include "tensorplug/function.h"
 
@@ -30,7 +31,7 @@ namespace tensorplug {
 template <class T>
 void SetStorage(const char* key, T&& value) {
   TPAny any = detail::MakeNone();
-  detail::TypeCaster<std::decay_t<T>>::PackResult(std::forward<T>(value), &any);
+  TypeCaster<std::decay_t<T>>::PackResult(std::forward<T>(value), &any);
   if (TPEnvStorageSetValue(key, &any, nullptr) != 0) detail::ThrowLastError();
 }
 
@@ -63,7 +64,7 @@ Any GetOrCreateStorage(const char* key, F&& factory) {
   using R = std::decay_t<decltype(factory())>;
   auto create = [](void* ctx, TPAny* value, TPStorageDeleter*) -> int {
     try {
-      detail::TypeCaster<R>::PackResult((*static_cast<std::remove_reference_t<F>*>(ctx))(), value);
+      TypeCaster<R>::PackResult((*static_cast<std::remove_reference_t<F>*>(ctx))(), value);
       return 0;
     } catch (...) {
       detail::SetErrorFromCurrentException();
