@@ -361,13 +361,13 @@ int LoadSharedLibrary(void*, const TPAny* args, int32_t nargs, TPAny* result) {
     // through /proc/self/fd, so nothing is written to disk.
     const std::string base = host.substr(host.rfind('/') + 1);
     int fd = memfd_create(("tensorplug:" + base + ":" + chosen_isa).c_str(), MFD_CLOEXEC);
-    if (fd < 0) return Fail("OSError", std::string("memfd_create failed: ") + std::strerror(errno));
+    if (fd < 0) return Fail("RuntimeError", std::string("memfd_create failed: ") + std::strerror(errno));
     uint64_t written = 0;
     while (written < chosen_size) {
       ssize_t n = write(fd, chosen + written, chosen_size - written);
       if (n <= 0) {
         close(fd);
-        return Fail("OSError", std::string("writing the embedded library failed: ") + std::strerror(errno));
+        return Fail("RuntimeError", std::string("writing the embedded library failed: ") + std::strerror(errno));
       }
       written += uint64_t(n);
     }
