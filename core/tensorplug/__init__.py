@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from . import _core, _registry, _signature, exchange
+from . import _core, _registry, _signature, exchange, storage
 from ._core import Function, Tensor
 from ._context import get_raw_stream, output_framework, use_raw_stream, use_stream
 from ._module import Module, load_module
@@ -83,5 +83,5 @@ __all__ = [
     "TensorSpec", "adapters", "cpp", "empty", "exchange", "from_dlpack", "get_global_func", "get_op",
     "get_raw_stream", "hookimpl", "like", "list_global_func_names", "load_library", "load_module",
     "load_module_from_package", "op", "output_framework", "output_table", "register_adapter",
-    "register_global_func", "remove_global_func", "unregister_adapter", "use_raw_stream", "use_stream",
+    "register_global_func", "remove_global_func", "storage", "unregister_adapter", "use_raw_stream", "use_stream",
 ]

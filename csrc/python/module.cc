@@ -11,6 +11,7 @@
 namespace tensorplug::py {
 
 bool InitXlaFfi(PyObject* module);  // xla_ffi.cc
+extern PyMethodDef kStorageMethods[];  // storage.cc
 
 namespace {
 
@@ -411,7 +412,7 @@ PyObject* CreateModule() {
   const bool vocabulary_added = vocabulary && PyModule_AddObjectRef(module, "VOCABULARY", vocabulary) == 0;
   Py_XDECREF(vocabulary);
   if (!vocabulary_added || !overrides || !InitTensorType(module) || !InitFunctionType(module) || !InitXlaFfi(module) ||
-      PyModule_AddObjectRef(module, "overrides", overrides) < 0 ||
+      PyModule_AddObjectRef(module, "overrides", overrides) < 0 || PyModule_AddFunctions(module, kStorageMethods) < 0 ||
       PyModule_AddIntConstant(module, "MAX_NDIM", TP_MAX_NDIM) < 0) {
     Py_DECREF(module);
     return nullptr;

@@ -1,8 +1,6 @@
-// The environment a kernel runs in: per-thread streams and allocator, shared storage.
+// The environment a kernel runs in: per-thread streams and allocator (storage: storage.cc).
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <new>
 #include <string>
 #include <memory>
@@ -135,20 +133,6 @@ std::string DeviceName(DLDevice device) {
   return name + ":" + std::to_string(device.device_id);
 }
 
-// ---- storage ----
-struct StoredValue {
-  void* value;
-  void (*deleter)(void*);
-};
-std::mutex& StorageMutex() {
-  static auto* m = new std::mutex;
-  return *m;
-}
-std::map<std::string, StoredValue>& Storage() {
-  static auto* s = new std::map<std::string, StoredValue>;
-  return *s;
-}
-
 }  // namespace
 
 extern "C" {
@@ -249,45 +233,6 @@ int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out) {
     TPErrorSet("MemoryError", "TPEnvAllocTensor: out of memory while reporting an allocation failure");
     return -1;
   }
-}
-
-int TPEnvStorageSet(const char* key, void* value, void (*deleter)(void*)) {
-  if (!key) return Fail("ValueError", "storage key must not be NULL");
-  StoredValue old{nullptr, nullptr};
-  {
-    std::lock_guard<std::mutex> lock(StorageMutex());
-    auto& storage = Storage();
-    auto it = storage.find(key);
-    if (it != storage.end()) {
-      old = it->second;
-      it->second = {value, deleter};
-    } else {
-      storage.emplace(key, StoredValue{value, deleter});
-    }
-  }
-  if (old.deleter && old.value != value) old.deleter(old.value);
-  return 0;
-}
-
-void* TPEnvStorageGet(const char* key) {
-  std::lock_guard<std::mutex> lock(StorageMutex());
-  auto& storage = Storage();
-  auto it = storage.find(key);
-  return it == storage.end() ? nullptr : it->second.value;
-}
-
-int TPEnvStorageErase(const char* key) {
-  StoredValue old{nullptr, nullptr};
-  {
-    std::lock_guard<std::mutex> lock(StorageMutex());
-    auto& storage = Storage();
-    auto it = storage.find(key);
-    if (it == storage.end()) return 0;
-    old = it->second;
-    storage.erase(it);
-  }
-  if (old.deleter) old.deleter(old.value);
-  return 0;
 }
 
 }  // extern "C"

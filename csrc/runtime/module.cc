@@ -1,6 +1,7 @@
 // Loading kernel libraries: read the library's dynamic symbol table (ELF) for its
 // `__tensorplug_<name>` functions (plain-C libraries need no registry) and its ABI record,
-// refuse a library built for another ABI, then dlopen.
+// refuse a library built for another ABI, then dlopen; then load the modules it embeds
+// (library_bin.cc).
 #include <dlfcn.h>
 #include <elf.h>
 #include <sys/stat.h>
@@ -30,6 +31,7 @@ constexpr int32_t kABIWithoutRecord = 1;
 struct ElfExports {
   std::vector<std::string> function_names;  // `__tensorplug_<name>` functions, prefix removed
   bool has_abi_record = false;
+  bool has_library_bin = false;  // embeds modules (__tensorplug__library_bin)
   int32_t abi_version = kABIWithoutRecord;
 };
 
@@ -61,7 +63,9 @@ bool ReadElfExports(const std::string& path, ElfExports* out, std::string* error
       const Elf64_Sym& sym = syms[k];
       if (sym.st_shndx == SHN_UNDEF || sym.st_name >= strtab.sh_size) continue;
       const char* name = strings + sym.st_name;
-      if (ELF64_ST_TYPE(sym.st_info) == STT_FUNC &&
+      if (ELF64_ST_TYPE(sym.st_info) == STT_OBJECT && std::strcmp(name, tensorplug::runtime::kLibraryBinSymbol) == 0) {
+        out->has_library_bin = true;
+      } else if (ELF64_ST_TYPE(sym.st_info) == STT_FUNC &&
           std::strncmp(name, kFuncPrefix, sizeof(kFuncPrefix) - 1) == 0) {
         out->function_names.emplace_back(name + sizeof(kFuncPrefix) - 1);
       } else if (ELF64_ST_TYPE(sym.st_info) == STT_OBJECT && std::strcmp(name, kABISymbol) == 0) {
@@ -93,6 +97,7 @@ struct TPModuleObj {
   void* dl_handle = nullptr;
   std::string path;
   std::map<std::string, TPPackedFunc> functions;  // sorted by name
+  std::vector<TPFunctionHandle> imports;  // lookups of embedded modules, in lookup order
 };
 
 extern "C" {
@@ -126,7 +131,7 @@ int TPModuleLoadEx(const char* path, uint32_t flags, TPModuleHandle* out) {
   }
   // Checked before dlopen too: a runtime library passed to load_module by mistake must not
   // register its global functions as a side effect of being refused.
-  if (exports.function_names.empty() && !(flags & TP_MODULE_LOAD_RUNTIME)) {
+  if (exports.function_names.empty() && !exports.has_library_bin && !(flags & TP_MODULE_LOAD_RUNTIME)) {
     return Fail("ValueError", std::string(path) + " exports no tensorplug function (no symbol starts with '" +
                                   kFuncPrefix + "'); a runtime library that only registers global functions "
                                   "loads with tensorplug.load_library");
@@ -146,12 +151,17 @@ int TPModuleLoadEx(const char* path, uint32_t flags, TPModuleHandle* out) {
     void* sym = dlsym(handle, (kFuncPrefix + name).c_str());
     if (sym) module->functions.emplace(name, reinterpret_cast<TPPackedFunc>(sym));
   }
+  if (exports.has_library_bin && tensorplug::runtime::LoadLibraryBin(handle, module->path, &module->imports) != 0) {
+    TPModuleRelease(module);
+    return -1;
+  }
   *out = module;
   return 0;
 }
 
 void TPModuleRelease(TPModuleHandle module) {
   if (!module) return;
+  for (TPFunctionHandle lookup : module->imports) TPFunctionRelease(lookup);
   dlclose(module->dl_handle);  // with RTLD_NODELETE the code stays mapped
   delete module;
 }
@@ -170,7 +180,7 @@ void DeleteExported(void* self) { delete static_cast<ExportedFunc*>(self); }
 int TPModuleGetFunction(TPModuleHandle module, const char* name, TPFunctionHandle* out) {
   *out = nullptr;
   auto it = module->functions.find(name);
-  if (it == module->functions.end()) return 0;
+  if (it == module->functions.end()) return tensorplug::runtime::LookupImported(module->imports, name, out);
   using SigFn = const char* (*)(void);
   auto sig_fn = reinterpret_cast<SigFn>(dlsym(module->dl_handle, (std::string(kSigPrefix) + name).c_str()));
   const char* signature = sig_fn ? sig_fn() : nullptr;
@@ -184,7 +194,16 @@ int TPModuleGetFunction(TPModuleHandle module, const char* name, TPFunctionHandl
 }
 
 int TPModuleListFunctions(TPModuleHandle module, void (*visit)(void*, const char*), void* ctx) {
-  for (const auto& entry : module->functions) visit(ctx, entry.first.c_str());
+  if (module->imports.empty()) {
+    for (const auto& entry : module->functions) visit(ctx, entry.first.c_str());
+    return 0;
+  }
+  std::vector<std::string> imported;
+  if (tensorplug::runtime::ListImported(module->imports, &imported) != 0) return -1;
+  std::map<std::string, bool> names;  // sorted, each once (a host export shadows an import)
+  for (const auto& entry : module->functions) names.emplace(entry.first, true);
+  for (const auto& name : imported) names.emplace(name, true);
+  for (const auto& entry : names) visit(ctx, entry.first.c_str());
   return 0;
 }
 

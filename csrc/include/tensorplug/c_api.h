@@ -248,14 +248,69 @@ TP_API DLPackManagedTensorAllocator TPEnvSetAllocator(DLPackManagedTensorAllocat
 TP_API int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out);
 
 /*
- * Process-wide key -> value storage that kernel providers share (a handle, a
- * workspace). Set replaces and destroys an existing value (deleter may be NULL).
+ * Provider storage: process-wide key -> value storage that kernel providers share (a
+ * handle, a cache, a compiled kernel). A value is a tensor, a function, a string, an int,
+ * a float, a bool, a device, a dtype, or an opaque pointer with an optional deleter. It
+ * is destroyed when replaced, when erased, and at process exit (before the static
+ * destructors of every library loaded before it was stored). All calls are thread-safe.
+ * Prefix keys with your library's name ("mylib.handle").
  */
-TP_API int TPEnvStorageSet(const char* key, void* value, void (*deleter)(void* value));
-/* The value stored under `key`, or NULL. */
-TP_API void* TPEnvStorageGet(const char* key);
+/* Destroys an opaque pointer value. */
+typedef void (*TPStorageDeleter)(void* ptr);
+/*
+ * Store `value` under `key`, replacing (and destroying) any value stored before. The value
+ * is moved in: what it owns (kTPTensor, kTPStr, kTPFunction) belongs to the storage on
+ * success and is released on failure, and *value is reset to kTPNone either way. A
+ * kTPRawStr is copied. `deleter` (NULL: none) is allowed with kTPOpaquePtr only. Fails
+ * (TypeError) for kTPNone, kTPTuple and kTPDLTensorPtr values.
+ */
+TP_API int TPEnvStorageSetValue(const char* key, TPAny* value, TPStorageDeleter deleter);
+/*
+ * Read the value under `key` into *out, which the caller owns and releases with
+ * TPAnyRelease: a function is a new reference, a string a new copy, a tensor a new managed
+ * tensor sharing the stored one's memory (it stays valid after an erase). An opaque
+ * pointer is borrowed: it stays owned by the storage. *out is kTPNone when nothing is
+ * stored. `deleter` may be NULL; else it receives an opaque pointer's deleter (or NULL).
+ */
+TP_API int TPEnvStorageGetValue(const char* key, TPAny* out, TPStorageDeleter* deleter);
+/*
+ * Makes a value for TPEnvStorageGetOrCreate: fills *value (moved into the storage, as for
+ * TPEnvStorageSetValue) and, for an opaque pointer, *deleter; returns 0, or -1 with an
+ * error recorded.
+ */
+typedef int (*TPStorageCreate)(void* ctx, TPAny* value, TPStorageDeleter* deleter);
+/*
+ * Atomic get-or-create: *out receives the value under `key` (as TPEnvStorageGetValue
+ * gives it); when there is none, create(ctx, ...) makes it first. However many threads
+ * race, create runs once per key while it succeeds: the others wait for it (create runs
+ * without the storage locked, so it may use other keys; asking for its own key fails with
+ * RuntimeError). When create fails its error is returned and a waiting thread tries again.
+ */
+TP_API int TPEnvStorageGetOrCreate(const char* key, TPStorageCreate create, void* ctx, TPAny* out);
+/* 1 when a value is stored under `key`, else 0. */
+TP_API int TPEnvStorageContains(const char* key);
+/* Call visit(ctx, key) for every key, in sorted order (visit may use the storage). */
+TP_API int TPEnvStorageListKeys(void (*visit)(void* ctx, const char* key), void* ctx);
 /* Remove and destroy the value under `key`; returns 0 whether or not it existed. */
 TP_API int TPEnvStorageErase(const char* key);
+/*
+ * The opaque-pointer form of the same storage: TPEnvStorageSet(k, p, d) stores the
+ * kTPOpaquePtr p with deleter d (NULL: none); TPEnvStorageGet returns the pointer stored
+ * under `key`, or NULL when there is none or the value is not an opaque pointer.
+ */
+TP_API int TPEnvStorageSet(const char* key, void* value, void (*deleter)(void* value));
+TP_API void* TPEnvStorageGet(const char* key);
+/*
+ * Workspace: *out points at a buffer of at least `nbytes` bytes on the device whose first
+ * `nbytes` bytes are zero (kDLCPU: zeroed before returning; kDLCUDA: zeroed by a memset
+ * queued on the thread's current stream of the device). The buffer is reused while
+ * requests fit and replaced by a bigger one when one does not; it stays valid until the
+ * next request of the same workspace. CPU workspaces are per thread, CUDA ones per device
+ * and stream. The storage owns it. Fails with MemoryError when memory runs out,
+ * RuntimeError "no CUDA device" without a CUDA driver or device, ValueError for other
+ * device types.
+ */
+TP_API int TPEnvWorkspace(int32_t device_type, int32_t device_id, size_t nbytes, void** out);
 
 /* ----------------------------------------------------------------- modules ---- */
 
@@ -283,6 +338,17 @@ TP_API int TPModuleLoad(const char* path, TPModuleHandle* out);
  * often the library is loaded.
  */
 TP_API int TPModuleLoadEx(const char* path, uint32_t flags, TPModuleHandle* out);
+/*
+ * Embedded modules. A library may export the read-only data symbol
+ * `__tensorplug__library_bin`: a blob (magic "TPLIBBIN", layout in docs/cpp.md) of modules
+ * by kind and their import tree. TPModuleLoadEx reads it after dlopen and loads each module
+ * with the global function `load_from_bytes.<kind>(data, size, host_path)`, which a runtime
+ * registers and which returns a lookup function (lookup(name) -> function or None,
+ * lookup() -> tuple of names). libtensorplug registers the kinds `shared_library` (a
+ * kernel library loaded from memory, the first of its per-ISA variants this CPU runs, or
+ * the one the environment variable TENSORPLUG_CPU_VARIANT names) and `ptx` (CUDA kernels).
+ * TPModuleGetFunction and TPModuleListFunctions then see the functions of every module.
+ */
 TP_API void TPModuleRelease(TPModuleHandle module);
 /* The exported function `name` (its signature attached); *out NULL when missing. */
 TP_API int TPModuleGetFunction(TPModuleHandle module, const char* name, TPFunctionHandle* out);

@@ -16,6 +16,7 @@
  *   caster.h    TypeCaster<T>: C++ types <-> TPAny (the extension point for new types)
  *   function.h  Any, Function, Function::FromTyped
  *   export.h    TENSORPLUG_EXPORT, TENSORPLUG_REGISTER_GLOBAL
+ *   storage.h   SetStorage / GetStorage / GetOrCreateStorage, GetWorkspace
  *   cuda.h      CUDADeviceGuard, GetCurrentCUDAStream (included when compiling with CUDA:
  *               under nvcc, or with TENSORPLUG_WITH_CUDA defined)
  *
@@ -31,6 +32,7 @@
 #include "tensorplug/caster.h"
 #include "tensorplug/export.h"
 #include "tensorplug/function.h"
+#include "tensorplug/storage.h"
 #include "tensorplug/tensor.h"
 #include "tensorplug/vocabulary.h"
 
