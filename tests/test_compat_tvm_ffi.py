@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -439,6 +440,26 @@ def test_headers_out_of_scope_say_so(tmp_path, header):
     assert proc.returncode != 0
     assert f"tvm/ffi/{header} is not provided by tensorplug's tvm-ffi compatibility layer; see docs/migration.md" \
         in proc.stderr
+
+
+def test_cmake_target_compiles_the_sources_unchanged(tmp_path):
+    cmake = shutil.which("cmake") or shutil.which("cmake", path=str(Path(sys.executable).parent))
+    if cmake is None:
+        pytest.skip("cmake not installed")
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(migrated LANGUAGES CXX)\n"
+        "find_package(tensorplug CONFIG REQUIRED)\n"
+        f"tensorplug_add_kernel_library(migrated {(KERNELS / 'sum_dim.cc').as_posix()})\n"
+        "target_link_libraries(migrated PRIVATE tensorplug::compat_tvm_ffi)\n")
+    build = tmp_path / "build"
+    for cmd in ([cmake, "-S", str(source), "-B", str(build), f"-Dtensorplug_DIR={cpp.cmake_dir()}"],
+                [cmake, "--build", str(build)]):
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    mod = tensorplug.load_module(build / "libmigrated.so")
+    np.testing.assert_array_equal(mod.sum_dim(np.ones((2, 3)), 1), [3.0, 3.0])
 
 
 # ------------------------------------------------------------ the .cu variant ----
