@@ -81,7 +81,7 @@ def _np(fw, x):
 
 
 # ------------------------------------------------------------- the sources ----
-@pytest.mark.parametrize("name", PAIRS + LIST_PAIRS + ["api_checks"])
+@pytest.mark.parametrize("name", PAIRS + LIST_PAIRS + ["api_checks", "own_device_ops_compat"])
 def test_sources_use_only_the_other_projects_api(name):
     text = (KERNELS / f"{name}.cc").read_text()
     assert "tensorplug" not in text.lower()
@@ -434,7 +434,7 @@ def test_dlpack_header_forwards_to_tensorplugs_declarations(tmp_path):
 
 
 @pytest.mark.parametrize("header", ["container/map.h", "container/dict.h", "container/variant.h", "object.h",
-                                    "reflection/registry.h", "extra/module.h"])
+                                    "reflection/registry.h", "extra/module.h", "extra/cuda/cubin_launcher.h"])
 def test_headers_out_of_scope_say_so(tmp_path, header):
     proc = _syntax_check(tmp_path, f"#include <tvm/ffi/{header}>\n")
     assert proc.returncode != 0
@@ -460,6 +460,18 @@ def test_cmake_target_compiles_the_sources_unchanged(tmp_path):
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     mod = tensorplug.load_module(build / "libmigrated.so")
     np.testing.assert_array_equal(mod.sum_dim(np.ones((2, 3)), 1), [3.0, 3.0])
+
+
+# ------------------------------------------- a library's own DLDevice operators ----
+@pytest.mark.parametrize("source, include_dirs", [("own_device_ops.cc", []),
+                                                  ("own_device_ops_compat.cc", ["compat"])])
+def test_a_librarys_own_dldevice_operators_compile_and_win(source, include_dirs):
+    dirs = [cpp.compat_include_dir() for _ in include_dirs]
+    mod = tensorplug.load_module(cpp.build(Path(source).stem, [KERNELS / source], include_dirs=dirs,
+                                           extra_cflags=["-Wall", "-Wextra", "-Werror"]))
+    x = np.zeros(2, np.float32)
+    assert mod.describe(x, "cpu") == "library-device(1, 0) matches float32"
+    assert mod.describe(x.astype(np.float64), "cuda:0") == "library-device(1, 0) differs other"
 
 
 # ------------------------------------------------------------ the .cu variant ----
