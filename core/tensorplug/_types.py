@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from . import _core
+
+# The vocabularies, each read from its one source (csrc/include/tensorplug/vocabulary.h and
+# c_api.h's TP_ERROR_KINDS, compiled into _core.VOCABULARY; tests/test_vocabulary.py).
+VOCABULARY = _core.VOCABULARY
 # DLPack device type codes (DLDeviceType) by the names tensorplug uses.
-DEVICE_TYPES = {
-    "cpu": 1, "cuda": 2, "cuda_host": 3, "opencl": 4, "vulkan": 7, "metal": 8, "vpi": 9,
-    "rocm": 10, "rocm_host": 11, "ext_dev": 12, "cuda_managed": 13, "oneapi": 14,
-    "webgpu": 15, "hexagon": 16, "maia": 17, "trn": 18,
-}
+DEVICE_TYPES = dict(VOCABULARY["device_types"])
 DEVICE_NAMES = {code: name for name, code in DEVICE_TYPES.items()}
+# Names accepted on input only ("gpu": paddle's and jax's name for CUDA devices).
+DEVICE_ALIASES = {alias: DEVICE_NAMES[code] for alias, code in VOCABULARY["device_aliases"]}
+# Dtype names (canonical ones, as str(dtype) gives them).
+DTYPE_NAMES = tuple(name for name, _code, _bits in VOCABULARY["dtypes"])
+# Error kinds a kernel may raise that reach Python as the exception of that name.
+ERROR_KINDS = VOCABULARY["error_kinds"]
 
 
 class Device(NamedTuple):
@@ -44,7 +51,7 @@ def as_device(device) -> Device:
         return Device(DEVICE_NAMES[code], 0 if index is None else int(index))
     text = str(device)
     kind, _, index = text.partition(":")
-    kind = {"gpu": "cuda"}.get(kind, kind)
+    kind = DEVICE_ALIASES.get(kind, kind)
     if kind not in DEVICE_TYPES or (index and not index.isdigit()):
         raise ValueError(f"device: expected 'cpu', 'cuda:0', a (device_type, device_id) pair or a "
                          f"framework device, got {device!r}")

@@ -8,7 +8,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "common.h"
+#include "call_env.h"
 
 namespace tensorplug::py {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "common.h"
+#include "call_env.h"
 
 namespace tensorplug::py {
 

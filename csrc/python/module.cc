@@ -1,25 +1,15 @@
 // The _core extension module: entry points the Python package builds on.
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "common.h"
+#include "call_env.h"
+#include "function_object.h"
+#include "tensorplug/vocabulary.h"
 
 namespace tensorplug::py {
 
-// Defined in the other translation units.
-bool InitTensorType(PyObject* module);
-bool InitFunctionType(PyObject* module);
-void SetResolver(PyObject* resolver);
-void ClearAdapterCache();
-void SetSignatureBuilder(PyObject* builder);
-PyObject* PackOverrides(PyObject* streams, PyObject* output_capsule);
-PyObject* MakePythonTable(PyObject*, PyObject*, PyObject*, PyObject*, PyObject* importer);
-PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, PyObject* read_only, bool python,
-                           PyObject* complex_check, bool negative_strides);
-int MakePythonFunction(PyObject* callable, TPFunctionHandle* out);
-TPFunctionHandle FunctionHandleOf(PyObject* obj);
-extern PyObject* g_device_class;
 
 namespace {
 
@@ -353,6 +343,52 @@ PyMethodDef kMethods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
+// _core.VOCABULARY: every list of tensorplug/vocabulary.h and c_api.h's error kinds, as
+// tuples, for the Python package and the conformance kit (tests/test_vocabulary.py checks
+// them against the headers).
+// A tuple of `items` (references taken); nullptr if any item is.
+PyObject* TupleOf(const std::vector<PyObject*>& items) {
+  PyObject* tuple = PyTuple_New(Py_ssize_t(items.size()));
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (tuple && items[i]) {
+      PyTuple_SET_ITEM(tuple, Py_ssize_t(i), items[i]);
+    } else {
+      Py_XDECREF(items[i]);
+      Py_CLEAR(tuple);
+    }
+  }
+  return tuple;
+}
+
+PyObject* MakeVocabulary() {
+  const std::pair<const char*, PyObject*> lists[] = {
+#define TP_X(type, name) Py_BuildValue("(si)", name, int(type)),
+      {"device_types", TupleOf({TP_DEVICE_TYPES(TP_X)})},
+      {"device_aliases", TupleOf({TP_DEVICE_ALIASES(TP_X)})},
+#undef TP_X
+#define TP_X(name, code, bits) Py_BuildValue("(sii)", name, int(code), int(bits)),
+      {"dtypes", TupleOf({TP_DTYPES(TP_X)})},
+      {"dtype_aliases", TupleOf({TP_DTYPE_ALIASES(TP_X)})},
+#undef TP_X
+#define TP_X(code, stem, sized) Py_BuildValue("(isO)", int(code), stem, (sized) ? Py_True : Py_False),
+      {"dtype_codes", TupleOf({TP_DTYPE_CODES(TP_X)})},
+#undef TP_X
+#define TP_X(id, name) PyUnicode_FromString(name),
+      {"param_kinds", TupleOf({TP_PARAM_KINDS(TP_X)})},
+      {"result_kinds", TupleOf({TP_RESULT_KINDS(TP_X)})},
+#undef TP_X
+#define TP_X(name) PyUnicode_FromString(#name),
+      {"error_kinds", TupleOf({TP_ERROR_KINDS(TP_X)})},
+#undef TP_X
+  };
+  PyObject* vocab = PyDict_New();
+  for (const auto& [key, value] : lists) {
+    if (vocab && (!value || PyDict_SetItemString(vocab, key, value) < 0)) Py_CLEAR(vocab);
+    Py_XDECREF(value);
+  }
+  return vocab;
+}
+
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "tensorplug._core", "tensorplug's compiled core.", -1, kMethods};
 
 }  // namespace
@@ -370,7 +406,10 @@ PyObject* CreateModule() {
   PyUnstable_Module_SetGIL(module, Py_MOD_GIL_USED);
 #endif
   PyObject* overrides = OverrideVar();
-  if (!overrides || !InitTensorType(module) || !InitFunctionType(module) ||
+  PyObject* vocabulary = MakeVocabulary();
+  const bool vocabulary_added = vocabulary && PyModule_AddObjectRef(module, "VOCABULARY", vocabulary) == 0;
+  Py_XDECREF(vocabulary);
+  if (!vocabulary_added || !overrides || !InitTensorType(module) || !InitFunctionType(module) ||
       PyModule_AddObjectRef(module, "overrides", overrides) < 0 ||
       PyModule_AddIntConstant(module, "MAX_NDIM", TP_MAX_NDIM) < 0) {
     Py_DECREF(module);

@@ -3,7 +3,8 @@
 // array struct directly (numpy's stable C ABI) and is used exactly like a framework's own.
 #define PY_ARRAY_UNIQUE_SYMBOL tensorplug_ARRAY_API
 #define NPY_NO_DEPRECATED_API NPY_2_0_API_VERSION
-#include "common.h"
+#include "call_env.h"
+#include "tensorplug/dtype.h"
 
 #include <numpy/arrayobject.h>
 
@@ -19,27 +20,19 @@ namespace {
 
 bool g_numpy_ready = false;
 
-struct MlDtype {
-  const char* name;
-  DLDataType dtype;
-};
-constexpr MlDtype kMlDtypes[] = {
-    {"bfloat16", {kDLBfloat, 16, 1}},
-    {"float8_e4m3fn", {kDLFloat8_e4m3fn, 8, 1}},
-    {"float8_e5m2", {kDLFloat8_e5m2, 8, 1}},
-    {"float8_e4m3fnuz", {kDLFloat8_e4m3fnuz, 8, 1}},
-    {"float8_e5m2fnuz", {kDLFloat8_e5m2fnuz, 8, 1}},
-    {"float8_e4m3b11fnuz", {kDLFloat8_e4m3b11fnuz, 8, 1}},
-    {"float8_e3m4", {kDLFloat8_e3m4, 8, 1}},
-    {"float8_e4m3", {kDLFloat8_e4m3, 8, 1}},
-    {"float8_e8m0fnu", {kDLFloat8_e8m0fnu, 8, 1}},
+// The dtypes ml_dtypes (used by jax) registers with numpy as user dtypes. Its type names
+// are tensorplug's dtype names (DataTypeToString, from tensorplug/vocabulary.h).
+constexpr DLDataType kMlDtypes[] = {
+    {kDLBfloat, 16, 1},        {kDLFloat8_e4m3fn, 8, 1},   {kDLFloat8_e5m2, 8, 1},
+    {kDLFloat8_e4m3fnuz, 8, 1}, {kDLFloat8_e5m2fnuz, 8, 1}, {kDLFloat8_e4m3b11fnuz, 8, 1},
+    {kDLFloat8_e3m4, 8, 1},    {kDLFloat8_e4m3, 8, 1},     {kDLFloat8_e8m0fnu, 8, 1},
 };
 
 // The ml_dtypes descriptor for `dtype`, when ml_dtypes is already imported (a tensor of
 // such a dtype can only come from code that imported it); nullptr without an error set.
 PyArray_Descr* MlDtypesDescr(DLDataType dtype) {
-  for (const auto& entry : kMlDtypes) {
-    if (entry.dtype.code != dtype.code || entry.dtype.bits != dtype.bits) continue;
+  for (const DLDataType& entry : kMlDtypes) {
+    if (entry.code != dtype.code || entry.bits != dtype.bits) continue;
     PyObject* module_name = PyUnicode_FromString("ml_dtypes");
     PyObject* module = module_name ? PyImport_GetModule(module_name) : nullptr;  // never imports
     Py_XDECREF(module_name);
@@ -47,7 +40,7 @@ PyArray_Descr* MlDtypesDescr(DLDataType dtype) {
       PyErr_Clear();
       return nullptr;
     }
-    PyObject* type = PyObject_GetAttrString(module, entry.name);
+    PyObject* type = PyObject_GetAttrString(module, DataTypeToString(entry).c_str());
     Py_DECREF(module);
     PyArray_Descr* descr = nullptr;
     if (!type || !PyArray_DescrConverter(type, &descr)) {
@@ -83,9 +76,9 @@ bool DTypeOfDescr(PyArray_Descr* descr, DLDataType* out) {
   if (descr->typeobj) {
     const char* dot = std::strrchr(descr->typeobj->tp_name, '.');
     const char* name = dot ? dot + 1 : descr->typeobj->tp_name;
-    for (const auto& entry : kMlDtypes) {
-      if (std::strcmp(name, entry.name) == 0) {
-        *out = entry.dtype;
+    for (const DLDataType& entry : kMlDtypes) {
+      if (DataTypeToString(entry) == name) {
+        *out = entry;
         return true;
       }
     }

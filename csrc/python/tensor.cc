@@ -1,10 +1,15 @@
 // tensorplug.Tensor (the core's own owning tensor), DLPack capsules, devices and dtypes.
+// Over 500 lines: the Tensor type is one Python type (slots, getters, DLPack protocol,
+// lent-tensor invalidation) whose parts share private helpers; splitting it would only
+// move those helpers into a header.
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
 
 #include "common.h"
+#include "tensorplug/tensor.h"
+#include "tensorplug/vocabulary.h"
 
 #include <structmember.h>
 
@@ -27,40 +32,40 @@ struct DTypeName {
   const char* name;
   DLDataType dtype;
 };
+// The canonical names first (tensorplug/vocabulary.h), then the input-only aliases.
 constexpr DTypeName kDTypeNames[] = {
-    {"bool", {kDLBool, 8, 1}},        {"int8", {kDLInt, 8, 1}},
-    {"int16", {kDLInt, 16, 1}},       {"int32", {kDLInt, 32, 1}},
-    {"int64", {kDLInt, 64, 1}},       {"uint8", {kDLUInt, 8, 1}},
-    {"uint16", {kDLUInt, 16, 1}},     {"uint32", {kDLUInt, 32, 1}},
-    {"uint64", {kDLUInt, 64, 1}},     {"float16", {kDLFloat, 16, 1}},
-    {"float32", {kDLFloat, 32, 1}},   {"float64", {kDLFloat, 64, 1}},
-    {"bfloat16", {kDLBfloat, 16, 1}}, {"complex64", {kDLComplex, 64, 1}},
-    {"complex128", {kDLComplex, 128, 1}},
-    {"float8_e4m3fn", {kDLFloat8_e4m3fn, 8, 1}}, {"float8_e5m2", {kDLFloat8_e5m2, 8, 1}},
-    // Common aliases, accepted on input only (the canonical names come first).
-    {"half", {kDLFloat, 16, 1}},      {"float", {kDLFloat, 32, 1}},
-    {"double", {kDLFloat, 64, 1}},    {"int", {kDLInt, 64, 1}},
-    {"long", {kDLInt, 64, 1}},        {"cfloat", {kDLComplex, 64, 1}},
-    {"cdouble", {kDLComplex, 128, 1}},
+#define TP_X(name, code, bits) {name, {code, bits, 1}},
+    TP_DTYPES(TP_X) TP_DTYPE_ALIASES(TP_X)
+#undef TP_X
 };
 
-const char* const kDeviceNames[] = {nullptr, "cpu", "cuda", "cuda_host", "opencl", nullptr, nullptr,
-                                    "vulkan", "metal", "vpi", "rocm", "rocm_host", "ext_dev",
-                                    "cuda_managed", "oneapi", "webgpu", "hexagon", "maia", "trn"};
-constexpr int kNumDeviceNames = sizeof(kDeviceNames) / sizeof(kDeviceNames[0]);
+struct DeviceName {
+  int32_t type;
+  const char* name;
+};
+constexpr DeviceName kDeviceNames[] = {
+#define TP_X(type, name) {type, name},
+    TP_DEVICE_TYPES(TP_X)
+#undef TP_X
+};
 
 }  // namespace
 
 const char* DeviceTypeName(int32_t device_type) {
-  if (device_type > 0 && device_type < kNumDeviceNames && kDeviceNames[device_type]) return kDeviceNames[device_type];
+  for (const auto& d : kDeviceNames) {
+    if (d.type == device_type) return d.name;
+  }
   return nullptr;
 }
 
 int32_t DeviceTypeFromName(const std::string& name) {
-  for (int i = 1; i < kNumDeviceNames; ++i) {
-    if (kDeviceNames[i] && name == kDeviceNames[i]) return i;
+  for (const auto& d : kDeviceNames) {
+    if (name == d.name) return d.type;
   }
-  if (name == "gpu") return kDLCUDA;  // paddle and jax spell CUDA devices "gpu"
+#define TP_X(type, alias) \
+  if (name == alias) return type;
+  TP_DEVICE_ALIASES(TP_X)
+#undef TP_X
   return -1;
 }
 
@@ -171,11 +176,11 @@ DLManagedTensorVersioned* WrapWithStrides(const DLTensor& src, uint64_t flags, D
   ctx->versioned = versioned;
   int64_t* shape = ctx->dims;
   int64_t* strides = ctx->dims + ndim;
-  int64_t stride = 1;
-  for (int32_t i = ndim - 1; i >= 0; --i) {
-    shape[i] = src.shape[i];
-    strides[i] = src.strides ? src.strides[i] : stride;
-    stride *= src.shape[i] > 1 ? src.shape[i] : 1;
+  for (int32_t i = 0; i < ndim; ++i) shape[i] = src.shape[i];
+  if (src.strides) {
+    for (int32_t i = 0; i < ndim; ++i) strides[i] = src.strides[i];
+  } else {
+    tensorplug::detail::FillContiguousStrides(ndim, shape, strides);  // DLPack's meaning of NULL
   }
   out->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
   out->manager_ctx = ctx;
@@ -355,11 +360,7 @@ PyObject* TensorStrides(PyObject* self, void*) {
   const DLTensor& t = DL(self);
   if (t.strides || t.ndim == 0) return IntTuple(t.strides, t.ndim);
   int64_t compact[TP_MAX_NDIM];  // NULL strides: compact row-major (DLPack's meaning)
-  int64_t stride = 1;
-  for (int32_t i = t.ndim - 1; i >= 0; --i) {
-    compact[i] = stride;
-    stride *= t.shape[i] > 1 ? t.shape[i] : 1;
-  }
+  tensorplug::detail::FillContiguousStrides(t.ndim, t.shape, compact);
   return IntTuple(compact, t.ndim);
 }
 PyObject* TensorNDim(PyObject* self, void*) {

@@ -10,6 +10,7 @@
 
 #include "runtime_internal.h"
 #include "tensorplug/dtype.h"
+#include "tensorplug/tensor.h"
 
 using tensorplug::runtime::Fail;
 
@@ -103,12 +104,9 @@ int DefaultCPUAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, voi
   auto* managed = static_cast<DLManagedTensorVersioned*>(block);
   auto* shape = reinterpret_cast<int64_t*>(managed + 1);
   int64_t* strides = shape + ndim;
-  int64_t stride = 1;
-  for (int32_t i = ndim - 1; i >= 0; --i) {
-    shape[i] = prototype->shape[i];
-    strides[i] = stride;
-    stride *= shape[i] > 1 ? shape[i] : 1;  // fits: the product of the extents was checked
-  }
+  for (int32_t i = 0; i < ndim; ++i) shape[i] = prototype->shape[i];
+  // Fits: the product of the extents was checked.
+  tensorplug::detail::FillContiguousStrides(ndim, shape, strides);
   managed->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
   managed->manager_ctx = block;
   managed->deleter = FreeCPUTensor;
@@ -126,13 +124,14 @@ int DefaultCPUAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, voi
 
 // "cpu:0", "cuda:1", ... for error messages.
 std::string DeviceName(DLDevice device) {
-  static const char* const kNames[] = {nullptr, "cpu", "cuda", "cuda_host", "opencl", nullptr, nullptr,
-                                       "vulkan", "metal", "vpi", "rocm", "rocm_host", "ext_dev",
-                                       "cuda_managed", "oneapi", "webgpu", "hexagon", "maia", "trn"};
-  int type = device.device_type;
-  std::string name = (type > 0 && type < int(sizeof(kNames) / sizeof(kNames[0])) && kNames[type])
-                         ? kNames[type]
-                         : "device" + std::to_string(type);
+  std::string name;
+  switch (device.device_type) {
+#define TP_X(type, type_name) \
+  case type: name = type_name; break;
+    TP_DEVICE_TYPES(TP_X)
+#undef TP_X
+    default: name = "device" + std::to_string(int(device.device_type)); break;
+  }
   return name + ":" + std::to_string(device.device_id);
 }
 

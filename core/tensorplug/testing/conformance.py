@@ -23,6 +23,7 @@ import pytest
 
 import tensorplug
 from tensorplug import _core
+from tensorplug import _types
 from tensorplug._types import as_device
 from tensorplug.testing import (DTYPES, TensorplugFramework, Unsupported, capability, make_tensor, numpy_view,
                                 run_isolated)
@@ -45,8 +46,8 @@ LAYOUTS = {
 # What a kernel or an adapter may raise to refuse a tensor: a clear error, never garbage.
 CLEAR_ERRORS = (ValueError, TypeError, BufferError, NotImplementedError, RuntimeError)
 
-ERROR_KINDS = ("ValueError", "TypeError", "IndexError", "KeyError", "NotImplementedError", "MemoryError",
-               "OverflowError", "ZeroDivisionError", "RuntimeError")
+# Every error kind of the one list (c_api.h's TP_ERROR_KINDS) must keep its type and message.
+ERROR_KINDS = _types.ERROR_KINDS
 
 # Bytes FromEnvAlloc asks for in alloc_huge: float32 [2**20, 2**20, 2**10].
 HUGE_BYTES = 4 << 50

@@ -145,11 +145,29 @@ TP_API TPTuple* TPTupleCreate(int32_t size);
 /* ---------------------------------------------------------------- errors ---- */
 
 /*
+ * The error kinds every layer maps (X-macro: X(Name)): the C++ Error kinds, the Python
+ * exceptions of the same names, the kinds the conformance kit checks end to end. Any other
+ * kind reaches Python as RuntimeError("<kind>: <message>").
+ */
+#define TP_ERROR_KINDS(X) \
+  X(ValueError)           \
+  X(TypeError)            \
+  X(IndexError)           \
+  X(KeyError)             \
+  X(AttributeError)       \
+  X(NotImplementedError)  \
+  X(MemoryError)          \
+  X(OverflowError)        \
+  X(ZeroDivisionError)    \
+  X(RuntimeError)         \
+  X(FileNotFoundError)    \
+  X(BufferError)          \
+  X(AssertionError)
+
+/*
  * Record an error for the calling thread. `kind` names the error class; the Python
- * binding maps ValueError, TypeError, IndexError, KeyError, AttributeError,
- * NotImplementedError, MemoryError, OverflowError, ZeroDivisionError and RuntimeError to
- * the Python exceptions of those names; any other kind becomes RuntimeError with the
- * kind and message kept. Both strings are copied.
+ * binding maps each kind of TP_ERROR_KINDS to the Python exception of that name; any
+ * other kind becomes RuntimeError with the kind and message kept. Both strings are copied.
  */
 TP_API void TPErrorSet(const char* kind, const char* message);
 /*

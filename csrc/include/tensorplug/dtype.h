@@ -13,6 +13,7 @@
 
 #include "tensorplug/dlpack.h"
 #include "tensorplug/error.h"
+#include "tensorplug/vocabulary.h"
 
 /*
  * Equality and printing of the DLPack C structs. They live in the global namespace, the
@@ -72,24 +73,10 @@ inline std::string DataTypeToString(DLDataType dtype) {
   std::string base;
   const std::string bits = std::to_string(dtype.bits);
   switch (dtype.code) {
-    case kDLInt: base = "int" + bits; break;
-    case kDLUInt: base = "uint" + bits; break;
-    case kDLFloat: base = "float" + bits; break;
-    case kDLBfloat: base = "bfloat" + bits; break;
-    case kDLComplex: base = "complex" + bits; break;
-    case kDLBool: base = "bool"; break;
-    case kDLOpaqueHandle: base = "handle"; break;
-    case kDLFloat8_e3m4: base = "float8_e3m4"; break;
-    case kDLFloat8_e4m3: base = "float8_e4m3"; break;
-    case kDLFloat8_e4m3b11fnuz: base = "float8_e4m3b11fnuz"; break;
-    case kDLFloat8_e4m3fn: base = "float8_e4m3fn"; break;
-    case kDLFloat8_e4m3fnuz: base = "float8_e4m3fnuz"; break;
-    case kDLFloat8_e5m2: base = "float8_e5m2"; break;
-    case kDLFloat8_e5m2fnuz: base = "float8_e5m2fnuz"; break;
-    case kDLFloat8_e8m0fnu: base = "float8_e8m0fnu"; break;
-    case kDLFloat6_e2m3fn: base = "float6_e2m3fn"; break;
-    case kDLFloat6_e3m2fn: base = "float6_e3m2fn"; break;
-    case kDLFloat4_e2m1fn: base = "float4_e2m1fn"; break;
+#define TP_X(code, stem, sized) \
+  case code: base = (sized) ? stem + bits : std::string(stem); break;
+    TP_DTYPE_CODES(TP_X)
+#undef TP_X
     default: base = "dtype(code=" + std::to_string(dtype.code) + ",bits=" + bits + ")"; break;
   }
   if (dtype.lanes != 1) base += "x" + std::to_string(dtype.lanes);
@@ -100,22 +87,10 @@ inline std::string DataTypeToString(DLDataType dtype) {
 inline std::string DeviceToString(DLDevice device) {
   const char* name = nullptr;
   switch (device.device_type) {
-    case kDLCPU: name = "cpu"; break;
-    case kDLCUDA: name = "cuda"; break;
-    case kDLCUDAHost: name = "cuda_host"; break;
-    case kDLOpenCL: name = "opencl"; break;
-    case kDLVulkan: name = "vulkan"; break;
-    case kDLMetal: name = "metal"; break;
-    case kDLVPI: name = "vpi"; break;
-    case kDLROCM: name = "rocm"; break;
-    case kDLROCMHost: name = "rocm_host"; break;
-    case kDLExtDev: name = "ext_dev"; break;
-    case kDLCUDAManaged: name = "cuda_managed"; break;
-    case kDLOneAPI: name = "oneapi"; break;
-    case kDLWebGPU: name = "webgpu"; break;
-    case kDLHexagon: name = "hexagon"; break;
-    case kDLMAIA: name = "maia"; break;
-    case kDLTrn: name = "trn"; break;
+#define TP_X(type, type_name) \
+  case type: name = type_name; break;
+    TP_DEVICE_TYPES(TP_X)
+#undef TP_X
   }
   std::string out = name != nullptr
                         ? std::string(name)

@@ -1,5 +1,7 @@
 /*
  * tensorplug/tensor.h -- IntArrayView, TensorView (non-owning) and Tensor (owning).
+ * Over 500 lines: both tensor classes share one accessor base and its checks, documented
+ * once here where kernel authors read them.
  */
 #ifndef TENSORPLUG_TENSOR_H_
 #define TENSORPLUG_TENSOR_H_
@@ -80,7 +82,14 @@ inline std::ostream& operator<<(std::ostream& os, IntArrayView values) {
 
 namespace detail {
 
-/*! \brief Row-major compact strides (in elements); size-0 dims count as 1 so strides stay > 0. */
+/*!
+ * \brief The one contiguous-strides rule of tensorplug (the runtime's allocator, the
+ * binding's NULL-strides fill and TensorView all use it): row-major compact strides in
+ * elements, where size-0 and size-1 dims count as 1, so every stride is >= 1 and the
+ * strides of an empty tensor are those of the same shape with its 0s replaced by 1s
+ * (numpy's and torch's choice). IsContiguous accepts what this produces: it ignores the
+ * strides of size-1 dims and calls every empty tensor contiguous.
+ */
 inline void FillContiguousStrides(int32_t ndim, const int64_t* shape, int64_t* strides) noexcept {
   int64_t step = 1;
   for (int32_t i = ndim - 1; i >= 0; --i) {

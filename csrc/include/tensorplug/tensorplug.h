@@ -12,7 +12,10 @@
  *   dtype.h     dtype and device constants and helpers, Half / BFloat16, dispatch macros
  *   tensor.h    IntArrayView, TensorView (non-owning), Tensor (owning, reference counted)
  *   env.h       current streams, Storage
- *   function.h  Any, Function, TENSORPLUG_EXPORT, TENSORPLUG_REGISTER_GLOBAL
+ *   vocabulary.h  the lists of signature kinds, device types, dtypes, error kinds
+ *   caster.h    TypeCaster<T>: C++ types <-> TPAny (the extension point for new types)
+ *   function.h  Any, Function, Function::FromTyped
+ *   export.h    TENSORPLUG_EXPORT, TENSORPLUG_REGISTER_GLOBAL
  *   cuda.h      CUDADeviceGuard, GetCurrentCUDAStream (included when compiling with CUDA:
  *               under nvcc, or with TENSORPLUG_WITH_CUDA defined)
  *
@@ -25,8 +28,11 @@
 #include "tensorplug/dtype.h"
 #include "tensorplug/env.h"
 #include "tensorplug/error.h"
+#include "tensorplug/caster.h"
+#include "tensorplug/export.h"
 #include "tensorplug/function.h"
 #include "tensorplug/tensor.h"
+#include "tensorplug/vocabulary.h"
 
 #if defined(__CUDACC__) || defined(TENSORPLUG_WITH_CUDA)
 #include "tensorplug/cuda.h"

@@ -1,0 +1,523 @@
+/*
+ * tensorplug/caster.h -- TypeCaster<T>: how a C++ type crosses the packed calling
+ * convention (TPAny, c_api.h). The extension point for new parameter and result types of
+ * exported functions: specialize tensorplug::TypeCaster for your type (docs/cpp.md,
+ * "Custom parameter and result types").
+ *
+ * Supported parameter types (by value or const&):
+ *   TensorView            kind "view":   a lent tensor (kTPDLTensorPtr; a kTPTensor is viewed too)
+ *   Tensor                kind "tensor": an owning tensor (kTPTensor; ownership moves to the callee)
+ *   integers              kind "int"     (kTPInt or kTPBool; OverflowError when out of range)
+ *   float, double         kind "float"   (kTPFloat or kTPInt)
+ *   bool                  kind "bool"    (kTPBool or kTPInt)
+ *   std::string, std::string_view, const char*   kind "str" (valid for the call, except std::string)
+ *   DLDevice, DLDataType  kinds "device", "dtype"
+ *   Function              kind "func"    (function.h)
+ *   TPAny                 kind "any": the raw value, lent for the call
+ *   std::optional<T>      kind "?<kind of T>": None gives std::nullopt
+ * Supported result types (kind): void, integers (int), floating point (float), bool,
+ * strings (str), DLDevice (device), DLDataType (dtype), Tensor (tensor; an undefined one
+ * is None), Function (func), Any and TPAny (any; ownership passes to the caller),
+ * std::tuple of these (tuple), std::optional of these (any, since result kinds have no
+ * optional marker). The kinds are those of tensorplug/vocabulary.h.
+ *
+ * Over 500 lines: one specialization per supported type, kept together so that this file
+ * is the complete table of what crosses a call.
+ */
+#ifndef TENSORPLUG_CASTER_H_
+#define TENSORPLUG_CASTER_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tensorplug/c_api.h"
+#include "tensorplug/dtype.h"
+#include "tensorplug/error.h"
+#include "tensorplug/tensor.h"
+
+namespace tensorplug {
+
+class Any;
+class Function;
+
+namespace detail {
+
+inline TPAny MakeNone() noexcept {
+  TPAny value;
+  value.type_index = kTPNone;
+  value.flags = 0;
+  value.v_int64 = 0;
+  return value;
+}
+
+/*! \brief True for the kinds a TPAny owns (released by TPAnyRelease). */
+constexpr bool IsOwnedKind(int32_t type_index) noexcept {
+  return type_index == kTPTensor || type_index == kTPStr || type_index == kTPTuple ||
+         type_index == kTPFunction;
+}
+
+/*! \brief Python-facing name of a value's kind, for "expected X, got Y" messages. */
+inline const char* TypeIndexName(const TPAny& value) noexcept {
+  switch (value.type_index) {
+    case kTPNone: return "None";
+    case kTPInt: return "int";
+    case kTPFloat: return "float";
+    case kTPBool: return "bool";
+    case kTPDevice: return "device";
+    case kTPDataType: return "dtype";
+    case kTPOpaquePtr: return "pointer";
+    case kTPRawStr: return value.v_c_str != nullptr ? "str" : "null str";
+    case kTPStr: return value.v_str != nullptr ? "str" : "null str";
+    case kTPDLTensorPtr: return value.v_dltensor != nullptr ? "tensor view" : "null tensor";
+    case kTPTensor: return value.v_tensor != nullptr ? "tensor" : "null tensor";
+    case kTPTuple: return "tuple";
+    case kTPFunction: return "function";
+    default: return "unknown value";
+  }
+}
+
+
+template <class T>
+T CheckedIntCast(int64_t value) {
+  bool fits = true;
+  if constexpr (std::is_unsigned_v<T>) {
+    fits = value >= 0;
+    if constexpr (sizeof(T) < sizeof(int64_t)) {
+      fits = fits && static_cast<uint64_t>(value) <= std::numeric_limits<T>::max();
+    }
+  } else if constexpr (sizeof(T) < sizeof(int64_t)) {
+    fits = value >= std::numeric_limits<T>::min() && value <= std::numeric_limits<T>::max();
+  }
+  if (!fits) {
+    TENSORPLUG_THROW(OverflowError) << "integer " << value << " does not fit in "
+                                    << DataTypeToString(DTypeTraits<T>::value);
+  }
+  return static_cast<T>(value);
+}
+
+template <class T>
+int64_t ToInt64(T value) {
+  if constexpr (std::is_unsigned_v<T> && sizeof(T) >= sizeof(int64_t)) {
+    if (value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      TENSORPLUG_THROW(OverflowError) << "integer " << value << " does not fit in int64";
+    }
+  }
+  return static_cast<int64_t>(value);
+}
+
+/*! \brief An owned kTPStr holding a copy of data[0:size]. */
+inline void PackString(const char* data, size_t size, TPAny* out) {
+  TPString* str = TPStringCreate(data, size);
+  if (str == nullptr) throw std::bad_alloc();
+  out->v_str = str;
+  out->type_index = kTPStr;
+}
+
+/*! \brief Shared parts of the string casters. */
+struct StringCasterBase {
+  static constexpr bool kIsArg = true, kIsResult = true, kIsCallArg = true, kConsumes = false;
+  static std::string ArgKind() { return "str"; }
+  static std::string ResultKind() { return "str"; }
+  static std::string Expected() { return "a str"; }
+  static bool Accepts(const TPAny& v) noexcept {
+    return (v.type_index == kTPRawStr && v.v_c_str != nullptr) ||
+           (v.type_index == kTPStr && v.v_str != nullptr);
+  }
+  static std::string_view View(const TPAny& v) noexcept {
+    return v.type_index == kTPStr ? std::string_view(v.v_str->data, v.v_str->size)
+                                  : std::string_view(v.v_c_str);
+  }
+};
+
+
+}  // namespace detail
+
+/*!
+ * \brief How the caller of a Function must treat a packed argument afterwards:
+ * kBorrowed: nothing to release; kTemporary: release after the call (a string made for it);
+ * kMoved: handed to the callee by the call (a kTPTensor), released only if no call happened.
+ */
+enum class ArgMode : uint8_t { kBorrowed, kTemporary, kMoved };
+
+/*!
+ * \brief Conversion between a C++ type and TPAny. A specialization declares
+ *   kIsArg / kIsResult / kIsCallArg   what it supports (kernel parameter, kernel result,
+ *                                    argument of Function::operator())
+ *   kConsumes                        Convert takes ownership of a kTPTensor
+ *   ArgKind(), ResultKind()          signature kinds; Expected() for error messages
+ *   Accepts(v), Convert(v)           parameter side (v is lent, except kTPTensor)
+ *   PackResult(value, out)           result side (out owns what it gets)
+ *   PackArg(value, out) -> ArgMode   call side
+ */
+template <class T, class = void>
+struct TypeCaster {
+  static constexpr bool kIsArg = false, kIsResult = false, kIsCallArg = false, kConsumes = false;
+};
+
+
+
+template <class T>
+struct TypeCaster<T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>> {
+  static constexpr bool kIsArg = true, kIsResult = true, kIsCallArg = true, kConsumes = false;
+  static std::string ArgKind() { return "int"; }
+  static std::string ResultKind() { return "int"; }
+  static std::string Expected() { return "an int"; }
+  static bool Accepts(const TPAny& v) noexcept {
+    return v.type_index == kTPInt || v.type_index == kTPBool;
+  }
+  static T Convert(const TPAny& v) { return detail::CheckedIntCast<T>(v.v_int64); }
+  static void PackResult(T value, TPAny* out) {
+    out->v_int64 = detail::ToInt64(value);
+    out->type_index = kTPInt;
+  }
+  static ArgMode PackArg(T value, TPAny* out) {
+    PackResult(value, out);
+    return ArgMode::kBorrowed;
+  }
+};
+
+template <>
+struct TypeCaster<bool> {
+  static constexpr bool kIsArg = true, kIsResult = true, kIsCallArg = true, kConsumes = false;
+  static std::string ArgKind() { return "bool"; }
+  static std::string ResultKind() { return "bool"; }
+  static std::string Expected() { return "a bool"; }
+  static bool Accepts(const TPAny& v) noexcept {
+    return v.type_index == kTPBool || v.type_index == kTPInt;
+  }
+  static bool Convert(const TPAny& v) noexcept { return v.v_int64 != 0; }
+  static void PackResult(bool value, TPAny* out) noexcept {
+    out->v_int64 = value ? 1 : 0;
+    out->type_index = kTPBool;
+  }
+  static ArgMode PackArg(bool value, TPAny* out) noexcept {
+    PackResult(value, out);
+    return ArgMode::kBorrowed;
+  }
+};
+
+template <class T>
+struct TypeCaster<T, std::enable_if_t<std::is_floating_point_v<T>>> {
+  static constexpr bool kIsArg = true, kIsResult = true, kIsCallArg = true, kConsumes = false;
+  static std::string ArgKind() { return "float"; }
+  static std::string ResultKind() { return "float"; }
+  static std::string Expected() { return "a float"; }
+  static bool Accepts(const TPAny& v) noexcept {
+    return v.type_index == kTPFloat || v.type_index == kTPInt;
+  }
+  static T Convert(const TPAny& v) noexcept {
+    return static_cast<T>(v.type_index == kTPFloat ? v.v_float64 : static_cast<double>(v.v_int64));
+  }
+  static void PackResult(T value, TPAny* out) noexcept {
+    out->v_float64 = static_cast<double>(value);
+    out->type_index = kTPFloat;
+  }
+  static ArgMode PackArg(T value, TPAny* out) noexcept {
+    PackResult(value, out);
+    return ArgMode::kBorrowed;
+  }
+};
+
+template <>
+struct TypeCaster<std::string> : detail::StringCasterBase {
+  static std::string Convert(const TPAny& v) { return std::string(View(v)); }
+  static void PackResult(const std::string& value, TPAny* out) {
+    detail::PackString(value.data(), value.size(), out);
+  }
+  static ArgMode PackArg(const std::string& value, TPAny* out) noexcept {
+    out->v_c_str = value.c_str();  // the caller's string outlives the call
+    out->type_index = kTPRawStr;
+    return ArgMode::kBorrowed;
+  }
+};
+
+template <>
+struct TypeCaster<std::string_view> : detail::StringCasterBase {
+  static std::string_view Convert(const TPAny& v) noexcept { return View(v); }
+  static void PackResult(std::string_view value, TPAny* out) {
+    detail::PackString(value.data(), value.size(), out);
+  }
+  static ArgMode PackArg(std::string_view value, TPAny* out) {
+    detail::PackString(value.data(), value.size(), out);  // a view need not be NUL-terminated
+    return ArgMode::kTemporary;
+  }
+};
+
+template <>
+struct TypeCaster<const char*> : detail::StringCasterBase {
+  static const char* Convert(const TPAny& v) noexcept {
+    return v.type_index == kTPStr ? v.v_str->data : v.v_c_str;
+  }
+  static void PackResult(const char* value, TPAny* out) {
+    if (value == nullptr) {
+      *out = detail::MakeNone();
+    } else {
+      detail::PackString(value, std::strlen(value), out);
+    }
+  }
+  static ArgMode PackArg(const char* value, TPAny* out) noexcept {
+    if (value == nullptr) {
+      *out = detail::MakeNone();
+    } else {
+      out->v_c_str = value;
+      out->type_index = kTPRawStr;
+    }
+    return ArgMode::kBorrowed;
+  }
+};
+
+template <>
+struct TypeCaster<DLDevice> {
+  static constexpr bool kIsArg = true, kIsResult = true, kIsCallArg = true, kConsumes = false;
+  static std::string ArgKind() { return "device"; }
+  static std::string ResultKind() { return "device"; }
+  static std::string Expected() { return "a device"; }
+  static bool Accepts(const TPAny& v) noexcept { return v.type_index == kTPDevice; }
+  static DLDevice Convert(const TPAny& v) noexcept { return v.v_device; }
+  static void PackResult(DLDevice value, TPAny* out) noexcept {
+    out->v_device = value;
+    out->type_index = kTPDevice;
+  }
+  static ArgMode PackArg(DLDevice value, TPAny* out) noexcept {
+    PackResult(value, out);
+    return ArgMode::kBorrowed;
+  }
+};
+
+template <>
+struct TypeCaster<DLDataType> {
+  static constexpr bool kIsArg = true, kIsResult = true, kIsCallArg = true, kConsumes = false;
+  static std::string ArgKind() { return "dtype"; }
+  static std::string ResultKind() { return "dtype"; }
+  static std::string Expected() { return "a dtype"; }
+  static bool Accepts(const TPAny& v) noexcept { return v.type_index == kTPDataType; }
+  static DLDataType Convert(const TPAny& v) noexcept { return v.v_dtype; }
+  static void PackResult(DLDataType value, TPAny* out) noexcept {
+    out->v_dtype = value;
+    out->type_index = kTPDataType;
+  }
+  static ArgMode PackArg(DLDataType value, TPAny* out) noexcept {
+    PackResult(value, out);
+    return ArgMode::kBorrowed;
+  }
+};
+
+template <>
+struct TypeCaster<TensorView> {
+  static constexpr bool kIsArg = true, kIsResult = false, kIsCallArg = true, kConsumes = false;
+  static std::string ArgKind() { return "view"; }
+  static std::string Expected() { return "a tensor"; }
+  static bool Accepts(const TPAny& v) noexcept {
+    return (v.type_index == kTPDLTensorPtr && v.v_dltensor != nullptr) ||
+           (v.type_index == kTPTensor && v.v_tensor != nullptr);
+  }
+  static TensorView Convert(const TPAny& v) noexcept {
+    if (v.type_index == kTPDLTensorPtr) {
+      return TensorView(v.v_dltensor, (v.flags & TP_ANY_FLAG_READ_ONLY) != 0);
+    }
+    // A moved kTPTensor: the wrapper keeps it alive for the call and releases it after.
+    return TensorView(&v.v_tensor->dl_tensor,
+                      (v.v_tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
+  }
+  static ArgMode PackArg(const TensorView& value, TPAny* out) noexcept {
+    if (!value.defined()) {
+      *out = detail::MakeNone();
+    } else {
+      out->v_dltensor = const_cast<DLTensor*>(value.dltensor());
+      out->flags = value.is_read_only() ? TP_ANY_FLAG_READ_ONLY : 0u;
+      out->type_index = kTPDLTensorPtr;
+    }
+    return ArgMode::kBorrowed;
+  }
+};
+
+template <>
+struct TypeCaster<Tensor> {
+  static constexpr bool kIsArg = true, kIsResult = true, kIsCallArg = true, kConsumes = true;
+  static std::string ArgKind() { return "tensor"; }
+  static std::string ResultKind() { return "tensor"; }
+  static std::string Expected() { return "an owning tensor"; }
+  static bool Accepts(const TPAny& v) noexcept {
+    return v.type_index == kTPTensor && v.v_tensor != nullptr;
+  }
+  static Tensor Convert(const TPAny& v) { return Tensor::FromDLPackVersioned(v.v_tensor); }
+  /*! An undefined tensor becomes None. */
+  static void PackResult(Tensor value, TPAny* out) {
+    if (!value.defined()) {
+      *out = detail::MakeNone();
+    } else {
+      out->v_tensor = value.release();
+      out->type_index = kTPTensor;
+    }
+  }
+  static ArgMode PackArg(const Tensor& value, TPAny* out) {
+    if (!value.defined()) {
+      *out = detail::MakeNone();
+      return ArgMode::kBorrowed;
+    }
+    out->v_tensor = value.ToDLPackVersioned();  // the callee gets a reference of its own
+    out->type_index = kTPTensor;
+    return ArgMode::kMoved;
+  }
+  static ArgMode PackArg(Tensor&& value, TPAny* out) {
+    PackResult(std::move(value), out);
+    return ArgMode::kMoved;
+  }
+};
+
+template <>
+struct TypeCaster<TPAny> {
+  static constexpr bool kIsArg = true, kIsResult = true, kIsCallArg = true, kConsumes = false;
+  static std::string ArgKind() { return "any"; }
+  static std::string ResultKind() { return "any"; }
+  static std::string Expected() { return "a value"; }
+  static bool Accepts(const TPAny&) noexcept { return true; }
+  static TPAny Convert(const TPAny& v) noexcept { return v; }
+  /*! The result takes over what `value` owns. */
+  static void PackResult(TPAny value, TPAny* out) noexcept { *out = value; }
+  /*! Passed as is: the caller keeps ownership, except of a kTPTensor, which the call moves. */
+  static ArgMode PackArg(const TPAny& value, TPAny* out) noexcept {
+    *out = value;
+    return ArgMode::kBorrowed;
+  }
+};
+
+template <>
+struct TypeCaster<std::nullptr_t> {
+  static constexpr bool kIsArg = false, kIsResult = false, kIsCallArg = true, kConsumes = false;
+  static ArgMode PackArg(std::nullptr_t, TPAny* out) noexcept {
+    *out = detail::MakeNone();
+    return ArgMode::kBorrowed;
+  }
+};
+
+template <>
+struct TypeCaster<std::nullopt_t> : TypeCaster<std::nullptr_t> {
+  static ArgMode PackArg(std::nullopt_t, TPAny* out) noexcept {
+    *out = detail::MakeNone();
+    return ArgMode::kBorrowed;
+  }
+};
+
+template <class T>
+struct TypeCaster<std::optional<T>> {
+  using Inner = TypeCaster<T>;
+  static constexpr bool kIsArg = Inner::kIsArg, kIsResult = Inner::kIsResult,
+                        kIsCallArg = Inner::kIsCallArg, kConsumes = Inner::kConsumes;
+  static std::string ArgKind() { return "?" + Inner::ArgKind(); }
+  // Result kinds have no optional marker: an optional result is "any".
+  static std::string ResultKind() { return "any"; }
+  static std::string Expected() { return Inner::Expected() + " or None"; }
+  static bool Accepts(const TPAny& v) noexcept {
+    return v.type_index == kTPNone || Inner::Accepts(v);
+  }
+  static std::optional<T> Convert(const TPAny& v) {
+    if (v.type_index == kTPNone) return std::nullopt;
+    return Inner::Convert(v);
+  }
+  static void PackResult(std::optional<T> value, TPAny* out) {
+    if (!value.has_value()) {
+      *out = detail::MakeNone();
+    } else {
+      Inner::PackResult(std::move(*value), out);
+    }
+  }
+  static ArgMode PackArg(const std::optional<T>& value, TPAny* out) {
+    if (!value.has_value()) {
+      *out = detail::MakeNone();
+      return ArgMode::kBorrowed;
+    }
+    return Inner::PackArg(*value, out);
+  }
+};
+
+template <class... Ts>
+struct TypeCaster<std::tuple<Ts...>> {
+  static constexpr bool kIsArg = false, kIsCallArg = false, kConsumes = false;
+  static constexpr bool kIsResult = (TypeCaster<std::decay_t<Ts>>::kIsResult && ...);
+  static std::string ResultKind() { return "tuple"; }
+  static void PackResult(std::tuple<Ts...> value, TPAny* out) {
+    TPAny tuple = detail::MakeNone();
+    tuple.v_tuple = TPTupleCreate(static_cast<int32_t>(sizeof...(Ts)));
+    if (tuple.v_tuple == nullptr) throw std::bad_alloc();
+    tuple.type_index = kTPTuple;
+    try {
+      PackItems(value, tuple.v_tuple->items, std::index_sequence_for<Ts...>{});
+    } catch (...) {
+      TPAnyRelease(&tuple);  // releases the items packed so far
+      throw;
+    }
+    *out = tuple;
+  }
+
+ private:
+  template <size_t... I>
+  static void PackItems(std::tuple<Ts...>& value, TPAny* items, std::index_sequence<I...>) {
+    (TypeCaster<std::decay_t<Ts>>::PackResult(std::move(std::get<I>(value)), &items[I]), ...);
+  }
+};
+
+namespace detail {
+
+[[noreturn]] inline void ThrowCastError(const std::string& expected, const TPAny& got) {
+  TENSORPLUG_THROW(TypeError) << "Any::cast: expected " << expected << ", got " << TypeIndexName(got);
+}
+
+/*!
+ * \brief Any::cast. `slot` belongs to the Any; with `move`, owned payloads are taken out of
+ * it, otherwise the slot keeps a reference of its own (a tensor is re-exported into it).
+ */
+template <class T>
+struct AnyCast {
+  static T Cast(TPAny* slot, bool move) {
+    using Caster = TypeCaster<T>;
+    static_assert(Caster::kIsArg, "Any::cast: unsupported type");
+    if (!Caster::Accepts(*slot)) ThrowCastError(Caster::Expected(), *slot);
+    if constexpr (Caster::kConsumes) {
+      if (slot->type_index == kTPTensor) {
+        TPAny taken = std::exchange(*slot, MakeNone());
+        T value = Caster::Convert(taken);  // owns the tensor now
+        if (!move) Caster::PackArg(value, slot);
+        return value;
+      }
+    }
+    (void)move;
+    return Caster::Convert(*slot);
+  }
+};
+
+template <class... Ts>
+struct AnyCast<std::tuple<Ts...>> {
+  static std::tuple<Ts...> Cast(TPAny* slot, bool move) {
+    if (slot->type_index != kTPTuple || slot->v_tuple == nullptr ||
+        slot->v_tuple->size != static_cast<int32_t>(sizeof...(Ts))) {
+      ThrowCastError("a tuple of " + std::to_string(sizeof...(Ts)) + " items", *slot);
+    }
+    return CastItems(slot->v_tuple->items, move, std::index_sequence_for<Ts...>{});
+  }
+
+ private:
+  template <size_t... I>
+  static std::tuple<Ts...> CastItems(TPAny* items, bool move, std::index_sequence<I...>) {
+    (void)items;
+    (void)move;
+    return std::tuple<Ts...>{AnyCast<Ts>::Cast(&items[I], move)...};
+  }
+};
+
+
+}  // namespace detail
+
+}  // namespace tensorplug
+
+#endif  // TENSORPLUG_CASTER_H_

@@ -1,0 +1,68 @@
+// Converting a call's Python arguments to TPAny, and what the call must undo afterwards.
+#pragma once
+#include "function_object.h"
+
+namespace tensorplug::py {
+
+constexpr int kMaxArgs = 64;
+constexpr int kInlineArgs = 16;  // frames for up to this many arguments live on the stack
+
+template <int N>
+struct FrameStorage {
+  TPAny packed[N];
+  DLTensor views[N];
+  DLManagedTensorVersioned* owned[N];
+  TPFunctionHandle funcs[N];
+};
+
+// Everything a call must undo.
+struct CallFrame {
+  template <int N>
+  explicit CallFrame(FrameStorage<N>& storage)
+      : packed(storage.packed), views(storage.views), owned(storage.owned), funcs(storage.funcs) {}
+  TPAny* packed;
+  DLTensor* views;
+  DLManagedTensorVersioned** owned;  // owning exports used as views: freed after the call
+  int num_owned = 0;
+  TPFunctionHandle* funcs;           // functions made for Python callables
+  int num_funcs = 0;
+  int primary = -1;
+  DLDevice primary_device{kDLCPU, 0};
+  AdapterTable* primary_table = nullptr;
+
+  void Release(int upto) {
+    for (int i = 0; i < num_owned; ++i) {
+      if (owned[i]->deleter) owned[i]->deleter(owned[i]);
+    }
+    num_owned = 0;
+    for (int i = 0; i < num_funcs; ++i) TPFunctionRelease(funcs[i]);
+    num_funcs = 0;
+    // Owning tensors not yet handed to the callee.
+    for (int i = 0; i < upto; ++i) {
+      if (packed[i].type_index == kTPTensor) TPAnyRelease(&packed[i]);
+    }
+  }
+};
+
+// ------------------------------------------------------------ converter table ----
+// Argument conversion is a table of small converters, one per parameter kind (ArgConverter,
+// signature.h), chosen once per parameter when the signature is parsed. Adding a kind:
+// an entry in TP_PARAM_KINDS (tensorplug/vocabulary.h) and its Convert<Id> function in
+// arguments.cc (docs/adapters.md, "Adding an argument kind").
+ArgConverter ConverterFor(Kind kind, bool optional);
+// The "any" converter (every parameter of a function without a signature): picks the
+// converter by the object's Python type; tensors are passed as views.
+bool ConvertAny(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param);
+
+// Helpers for converters. Each returns/leaves a Python error set naming the function and
+// the argument ("scale() argument 2 'y': expected an int, got str").
+PyObject* ArgError(FunctionObject* f, int index, const Param* param, const char* expected, PyObject* obj);
+// Prefix the Python error already set with the argument it concerns.
+void AnnotateError(FunctionObject* f, int index, const Param* param);
+// 0: converted; -1: a specific error is set (an index out of range); -2: not a device
+// (an error may be set, the caller replaces it).
+int ToDevice(PyObject* obj, DLDevice* out);
+// 0: converted; -1: not a dtype (an error may be set).
+int ToDType(PyObject* obj, DLDataType* out);
+
+}  // namespace tensorplug::py

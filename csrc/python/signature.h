@@ -1,0 +1,45 @@
+// An exported signature ("x:view;y:?int->tensor", see c_api.h), parsed once per Function:
+// each parameter gets its argument converter then, so a call does no kind dispatch.
+#pragma once
+#include <Python.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tensorplug/vocabulary.h"
+
+namespace tensorplug::py {
+
+// Parameter kinds, from the one list in tensorplug/vocabulary.h.
+enum class Kind : uint8_t {
+#define TP_X(id, name) k##id,
+  TP_PARAM_KINDS(TP_X)
+#undef TP_X
+};
+
+struct FunctionObject;
+struct CallFrame;
+struct Param;
+// Converts argument i (`obj`) into frame.packed[i]; false with a Python error set. `param`
+// is nullptr for a function without a signature. See arguments.h.
+using ArgConverter = bool (*)(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param);
+
+struct Param {
+  Kind kind;
+  bool optional;
+  ArgConverter convert;  // chosen by ParseSignature from kind and optional
+  std::string name;
+};
+
+struct Signature {
+  bool known = false;  // false: accept any arguments, tensors as views
+  std::vector<Param> params;
+  std::string result;
+  std::string text;
+};
+
+// "x:view;y:?int->tensor"; returns false on a malformed string.
+bool ParseSignature(const char* text, Signature* sig);
+
+}  // namespace tensorplug::py
