@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tensorplug/dtype.h"
+#include "tensorplug/vocabulary.h"
 #include "tvm/ffi/error.h"
 
 namespace tvm {
@@ -32,12 +33,11 @@ inline DLDataType StringToDLDataType(const std::string& text) {
     lanes = static_cast<uint16_t>(std::strtoul(text.c_str() + x + 1, nullptr, 10));
   }
   if (base == "bool") return DLDataType{kDLBool, 8, lanes};
-  // Every named code at the bit widths DLPack uses; the printer is the one source of names.
-  static const uint8_t kCodes[] = {kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLComplex,
-                                   kDLFloat8_e3m4, kDLFloat8_e4m3, kDLFloat8_e4m3b11fnuz,
-                                   kDLFloat8_e4m3fn, kDLFloat8_e4m3fnuz, kDLFloat8_e5m2,
-                                   kDLFloat8_e5m2fnuz, kDLFloat8_e8m0fnu, kDLFloat6_e2m3fn,
-                                   kDLFloat6_e3m2fn, kDLFloat4_e2m1fn};
+  // Every dtype code of tensorplug's vocabulary at the bit widths DLPack uses; the printer
+  // (DataTypeToString, generated from the same table) is the one source of names.
+#define TVM_FFI_COMPAT_CODE(code, stem, sized) static_cast<uint8_t>(code),
+  static const uint8_t kCodes[] = {TP_DTYPE_CODES(TVM_FFI_COMPAT_CODE)};
+#undef TVM_FFI_COMPAT_CODE
   static const uint8_t kBits[] = {1, 4, 6, 8, 16, 32, 64, 128};
   for (uint8_t code : kCodes) {
     for (uint8_t bits : kBits) {

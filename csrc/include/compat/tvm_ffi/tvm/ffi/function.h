@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "tensorplug/export.h"
 #include "tensorplug/function.h"
 #include "tvm/ffi/any.h"
 #include "tvm/ffi/c_api.h"
@@ -59,14 +60,12 @@ class Function : public ::tensorplug::Function {
 }  // namespace tvm
 
 namespace tensorplug {
-namespace detail {
 template <>
 struct TypeCaster<::tvm::ffi::Function> : TypeCaster<Function> {
   static ::tvm::ffi::Function Convert(const TPAny& v) noexcept {
     return ::tvm::ffi::Function(TypeCaster<Function>::Convert(v));
   }
 };
-}  // namespace detail
 }  // namespace tensorplug
 
 /*!

@@ -1,6 +1,7 @@
 /*
  * tvm/ffi/tensorplug_casters.h (compatibility layer, no counterpart in the other project):
- * how the compatibility types cross tensorplug's calling convention. Each one reuses the
+ * how the compatibility types cross tensorplug's calling convention, through the public
+ * extension point tensorplug::TypeCaster<T> (tensorplug/caster.h). Each one reuses the
  * caster of its native counterpart, so a kernel written with them has the same signature
  * kinds, the same argument checks and the same error messages as its native twin:
  *
@@ -21,6 +22,7 @@
 #include <tuple>
 #include <utility>
 
+#include "tensorplug/caster.h"
 #include "tensorplug/function.h"
 #include "tvm/ffi/container/tensor.h"
 #include "tvm/ffi/container/tuple.h"
@@ -34,7 +36,6 @@ class Function;
 }  // namespace tvm
 
 namespace tensorplug {
-namespace detail {
 
 template <>
 struct TypeCaster<::tvm::ffi::TensorView> : TypeCaster<TensorView> {
@@ -75,7 +76,6 @@ struct TypeCaster<::tvm::ffi::String> : TypeCaster<std::string> {
 template <class... Ts>
 struct TypeCaster<::tvm::ffi::Tuple<Ts...>> : TypeCaster<std::tuple<Ts...>> {};
 
-}  // namespace detail
 }  // namespace tensorplug
 
 #endif  // TENSORPLUG_COMPAT_TVM_FFI_TENSORPLUG_CASTERS_H_

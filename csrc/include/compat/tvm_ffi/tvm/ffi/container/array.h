@@ -14,6 +14,7 @@
 #define TENSORPLUG_COMPAT_TVM_FFI_CONTAINER_ARRAY_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <new>
 #include <utility>
@@ -85,66 +86,72 @@ class Array {
 }  // namespace ffi
 }  // namespace tvm
 
-namespace tensorplug {
-namespace detail {
+namespace tensorplug_compat {
 
 /*! \brief Result side of Array and Shape: a tuple of the items, each packed by its caster. */
 template <class T, class Items>
 void PackItemsAsTuple(const Items& items, TPAny* out) {
-  TPAny tuple = MakeNone();
   if (items.size() > static_cast<size_t>(INT32_MAX)) {
-    TENSORPLUG_THROW(OverflowError) << "a result of " << items.size() << " items; at most " << INT32_MAX;
+    TVM_FFI_THROW(OverflowError) << "a result of " << items.size() << " items; at most " << INT32_MAX;
   }
+  TPAny tuple{};
   tuple.v_tuple = TPTupleCreate(static_cast<int32_t>(items.size()));
   if (tuple.v_tuple == nullptr) throw std::bad_alloc();
   tuple.type_index = kTPTuple;
   try {
     int32_t i = 0;
-    for (const auto& item : items) TypeCaster<T>::PackResult(T(item), &tuple.v_tuple->items[i++]);
+    for (const auto& item : items) ::tensorplug::TypeCaster<T>::PackResult(T(item), &tuple.v_tuple->items[i++]);
   } catch (...) {
-    TPAnyRelease(&tuple);
+    TPAnyRelease(&tuple);  // releases the items packed so far
     throw;
   }
   *out = tuple;
 }
 
 /*!
- * \brief The parameter side, when tensorplug has a native caster for std::vector<Native>
- * (the list and integer-array kinds); otherwise kIsArg stays false and the export's
- * static_assert names the parameter type as unsupported.
+ * \brief The parameter side, when tensorplug has a caster for std::vector<Native> (the list
+ * and integer-array kinds); otherwise kIsArg stays false and the export's static_assert
+ * names the parameter type as unsupported.
  */
 template <class Compat, class Native, class = void>
-struct CompatListArg {
+struct ListArg {
   static constexpr bool kIsArg = false, kIsCallArg = false, kConsumes = false;
 };
 template <class Compat, class Native>
-struct CompatListArg<Compat, Native, std::enable_if_t<TypeCaster<std::vector<Native>>::kIsArg>>
-    : TypeCaster<std::vector<Native>> {
-  using List = TypeCaster<std::vector<Native>>;
+struct ListArg<Compat, Native, std::enable_if_t<::tensorplug::TypeCaster<std::vector<Native>>::kIsArg>>
+    : ::tensorplug::TypeCaster<std::vector<Native>> {
+  using List = ::tensorplug::TypeCaster<std::vector<Native>>;
   static Compat Convert(const TPAny& v) {
     auto items = List::Convert(v);
     return Compat(items.begin(), items.end());
   }
-  static ArgMode PackArg(const Compat& value, TPAny* out) {
+  static ::tensorplug::ArgMode PackArg(const Compat& value, TPAny* out) {
     return List::PackArg(std::vector<Native>(value.begin(), value.end()), out);
   }
 };
 
+}  // namespace tensorplug_compat
+
+namespace tensorplug {
+
 template <class T>
-struct TypeCaster<::tvm::ffi::Array<T>> : CompatListArg<::tvm::ffi::Array<T>, T> {
+struct TypeCaster<::tvm::ffi::Array<T>> : ::tensorplug_compat::ListArg<::tvm::ffi::Array<T>, T> {
   static constexpr bool kIsResult = TypeCaster<T>::kIsResult;
   static std::string ResultKind() { return "tuple"; }
-  static void PackResult(const ::tvm::ffi::Array<T>& value, TPAny* out) { PackItemsAsTuple<T>(value, out); }
+  static void PackResult(const ::tvm::ffi::Array<T>& value, TPAny* out) {
+    ::tensorplug_compat::PackItemsAsTuple<T>(value, out);
+  }
 };
 
 template <>
-struct TypeCaster<::tvm::ffi::Shape> : CompatListArg<::tvm::ffi::Shape, int64_t> {
+struct TypeCaster<::tvm::ffi::Shape> : ::tensorplug_compat::ListArg<::tvm::ffi::Shape, int64_t> {
   static constexpr bool kIsResult = true;
   static std::string ResultKind() { return "tuple"; }
-  static void PackResult(const ::tvm::ffi::Shape& value, TPAny* out) { PackItemsAsTuple<int64_t>(value, out); }
+  static void PackResult(const ::tvm::ffi::Shape& value, TPAny* out) {
+    ::tensorplug_compat::PackItemsAsTuple<int64_t>(value, out);
+  }
 };
 
-}  // namespace detail
 }  // namespace tensorplug
 
 #endif  // TENSORPLUG_COMPAT_TVM_FFI_CONTAINER_ARRAY_H_
