@@ -4,11 +4,12 @@
  * a copy (the other project shares one copy-on-write object; a kernel sees no
  * difference unless it relies on two Arrays aliasing).
  *
- * Across the calling convention (see tvm/ffi/tensorplug_casters.h):
- *   result      a Python tuple of the items (tensors as the caller's framework type);
- *   parameter   tensorplug's list kinds (a list of tensors, an integer array), through the
- *               native casters of std::vector<T> when this tensorplug has them; a
- *               tensorplug without them refuses an Array parameter at compile time.
+ * Across the calling convention (see tvm/ffi/tensorplug_casters.h), on tensorplug's list
+ * kinds through the native casters of std::vector (ListCaster below):
+ *   parameter   Array<Tensor> a list of tensors ("views": lent, so the items are valid for
+ *               the call, like TensorView), Array<int64_t> and Shape an integer array ("ints");
+ *   result      Array<Tensor> a Python list of the caller's framework type ("list"),
+ *               Array<int64_t> and Shape a list of ints ("ints"); other items a tuple.
  */
 #ifndef TENSORPLUG_COMPAT_TVM_FFI_CONTAINER_ARRAY_H_
 #define TENSORPLUG_COMPAT_TVM_FFI_CONTAINER_ARRAY_H_
@@ -17,6 +18,8 @@
 #include <cstdint>
 #include <initializer_list>
 #include <new>
+#include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -88,7 +91,51 @@ class Array {
 
 namespace tensorplug_compat {
 
-/*! \brief Result side of Array and Shape: a tuple of the items, each packed by its caster. */
+/*!
+ * \brief The native element type a compatibility element crosses the call as: a Tensor
+ * item of an Array parameter is passed as a view (kind "views") and returned as a
+ * tensorplug::Tensor (kind "list"); other items as themselves.
+ */
+template <class T>
+struct NativeItem {
+  using Arg = T;
+  using Result = T;
+};
+template <>
+struct NativeItem<::tvm::ffi::Tensor> {
+  using Arg = ::tensorplug::TensorView;
+  using Result = ::tensorplug::Tensor;
+};
+template <>
+struct NativeItem<::tvm::ffi::TensorView> {
+  using Arg = ::tensorplug::TensorView;
+  using Result = ::tensorplug::TensorView;
+};
+
+/*!
+ * \brief An owning-typed Tensor over a lent view, for the items of an Array<Tensor>
+ * parameter: it holds the caller's tensor without a reference, so, like a TensorView, it
+ * is valid for the call (one small allocation per item).
+ */
+inline ::tvm::ffi::Tensor BorrowForCall(const ::tensorplug::TensorView& view) {
+  auto* managed = new DLManagedTensorVersioned{};
+  managed->version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  managed->dl_tensor = *view.dltensor();
+  managed->flags = view.is_read_only() ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+  managed->deleter = [](DLManagedTensorVersioned* self) { delete self; };
+  return ::tvm::ffi::Tensor(::tensorplug::Tensor::FromDLPackVersioned(managed));
+}
+
+template <class T, class Native>
+T FromNativeArg(const Native& item) {
+  if constexpr (std::is_same_v<T, ::tvm::ffi::Tensor>) {
+    return BorrowForCall(item);
+  } else {
+    return T(item);
+  }
+}
+
+/*! \brief Result side without a native list kind: a tuple of the items, each packed by its caster. */
 template <class T, class Items>
 void PackItemsAsTuple(const Items& items, TPAny* out) {
   if (items.size() > static_cast<size_t>(INT32_MAX)) {
@@ -108,25 +155,57 @@ void PackItemsAsTuple(const Items& items, TPAny* out) {
   *out = tuple;
 }
 
+template <class T, class = void>
+struct HasNativeListResult : std::false_type {};
+template <class T>
+struct HasNativeListResult<
+    T, std::enable_if_t<::tensorplug::TypeCaster<std::vector<typename NativeItem<T>::Result>>::kIsResult>>
+    : std::true_type {};
+
 /*!
- * \brief The parameter side, when tensorplug has a caster for std::vector<Native> (the list
- * and integer-array kinds); otherwise kIsArg stays false and the export's static_assert
- * names the parameter type as unsupported.
+ * \brief The caster of Array<T> (and of Shape, T = int64_t). Parameters: tensorplug's list
+ * kinds ("views" for tensors, "ints" for integers) through the native casters of
+ * std::vector, when this tensorplug has them; without them kIsArg stays false and the
+ * export's static_assert names the parameter type. Results: the native list kinds when
+ * present, else a tuple.
  */
-template <class Compat, class Native, class = void>
-struct ListArg {
+template <class Compat, class T, class = void>
+struct ListCaster {
   static constexpr bool kIsArg = false, kIsCallArg = false, kConsumes = false;
 };
-template <class Compat, class Native>
-struct ListArg<Compat, Native, std::enable_if_t<::tensorplug::TypeCaster<std::vector<Native>>::kIsArg>>
-    : ::tensorplug::TypeCaster<std::vector<Native>> {
-  using List = ::tensorplug::TypeCaster<std::vector<Native>>;
+template <class Compat, class T>
+struct ListCaster<Compat, T,
+                  std::enable_if_t<::tensorplug::TypeCaster<std::vector<typename NativeItem<T>::Arg>>::kIsArg>>
+    : ::tensorplug::TypeCaster<std::vector<typename NativeItem<T>::Arg>> {
+  using List = ::tensorplug::TypeCaster<std::vector<typename NativeItem<T>::Arg>>;
+  static constexpr bool kIsCallArg = false;
   static Compat Convert(const TPAny& v) {
     auto items = List::Convert(v);
-    return Compat(items.begin(), items.end());
+    std::vector<T> out;
+    out.reserve(items.size());
+    for (const auto& item : items) out.push_back(FromNativeArg<T>(item));
+    return Compat(std::move(out));
   }
-  static ::tensorplug::ArgMode PackArg(const Compat& value, TPAny* out) {
-    return List::PackArg(std::vector<Native>(value.begin(), value.end()), out);
+};
+
+template <class Compat, class T>
+struct ListResultCaster : ListCaster<Compat, T> {
+  static constexpr bool kIsResult =
+      HasNativeListResult<T>::value || ::tensorplug::TypeCaster<typename NativeItem<T>::Result>::kIsResult;
+  static std::string ResultKind() {
+    if constexpr (HasNativeListResult<T>::value) {
+      return ::tensorplug::TypeCaster<std::vector<typename NativeItem<T>::Result>>::ResultKind();
+    } else {
+      return "tuple";
+    }
+  }
+  static void PackResult(const Compat& value, TPAny* out) {
+    using Native = typename NativeItem<T>::Result;
+    if constexpr (HasNativeListResult<T>::value) {
+      ::tensorplug::TypeCaster<std::vector<Native>>::PackResult(std::vector<Native>(value.begin(), value.end()), out);
+    } else {
+      PackItemsAsTuple<Native>(value, out);
+    }
   }
 };
 
@@ -135,22 +214,10 @@ struct ListArg<Compat, Native, std::enable_if_t<::tensorplug::TypeCaster<std::ve
 namespace tensorplug {
 
 template <class T>
-struct TypeCaster<::tvm::ffi::Array<T>> : ::tensorplug_compat::ListArg<::tvm::ffi::Array<T>, T> {
-  static constexpr bool kIsResult = TypeCaster<T>::kIsResult;
-  static std::string ResultKind() { return "tuple"; }
-  static void PackResult(const ::tvm::ffi::Array<T>& value, TPAny* out) {
-    ::tensorplug_compat::PackItemsAsTuple<T>(value, out);
-  }
-};
+struct TypeCaster<::tvm::ffi::Array<T>> : ::tensorplug_compat::ListResultCaster<::tvm::ffi::Array<T>, T> {};
 
 template <>
-struct TypeCaster<::tvm::ffi::Shape> : ::tensorplug_compat::ListArg<::tvm::ffi::Shape, int64_t> {
-  static constexpr bool kIsResult = true;
-  static std::string ResultKind() { return "tuple"; }
-  static void PackResult(const ::tvm::ffi::Shape& value, TPAny* out) {
-    ::tensorplug_compat::PackItemsAsTuple<int64_t>(value, out);
-  }
-};
+struct TypeCaster<::tvm::ffi::Shape> : ::tensorplug_compat::ListResultCaster<::tvm::ffi::Shape, int64_t> {};
 
 }  // namespace tensorplug
 
