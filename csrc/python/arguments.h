@@ -57,6 +57,9 @@ bool ConvertAny(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
 // Helpers for converters. Each returns/leaves a Python error set naming the function and
 // the argument ("scale() argument 2 'y': expected an int, got str").
 PyObject* ArgError(FunctionObject* f, int index, const Param* param, const char* expected, PyObject* obj);
+// "scale() argument 2 'y'" (the parameter's name from the signature when `param` is null
+// and the signature is known); nullptr with an error set when out of memory.
+PyObject* ArgumentLabel(FunctionObject* f, int index, const Param* param);
 // Prefix the Python error already set with the argument it concerns.
 void AnnotateError(FunctionObject* f, int index, const Param* param);
 // 0: converted; -1: a specific error is set (an index out of range); -2: not a device

@@ -4,6 +4,9 @@
  * exported functions: specialize tensorplug::TypeCaster for your type (docs/cpp.md,
  * "Custom parameter and result types").
  *
+ * Over 500 lines: one file holds every built-in caster so that the list below, the table a
+ * kernel author reads, and the specializations it describes stay side by side.
+ *
  * Supported parameter types (by value or const&):
  *   TensorView            kind "view":   a lent tensor (kTPDLTensorPtr; a kTPTensor is viewed too)
  *   Tensor                kind "tensor": an owning tensor (kTPTensor; ownership moves to the callee)
