@@ -1,7 +1,10 @@
 # find_package(tensorplug [0.1] CONFIG) gives
 #   tensorplug::tensorplug           imported target: libtensorplug + the headers (C++17)
+#   tensorplug::compat_tvm_ffi       tensorplug::tensorplug + the tvm-ffi compatibility headers
+#                                    (<tvm/ffi/...>, <dlpack/dlpack.h>; docs/migration.md)
 #   tensorplug_add_kernel_library()  a kernel library target, configured to ship (below)
-#   tensorplug_INCLUDE_DIR, tensorplug_LIBRARY, tensorplug_ABI_VERSION
+#   tensorplug_INCLUDE_DIR, tensorplug_LIBRARY, tensorplug_ABI_VERSION,
+#   tensorplug_COMPAT_TVM_FFI_INCLUDE_DIR
 # This file lies at <site-packages>/tensorplug/share/cmake/tensorplug, next to
 # tensorplugConfigVersion.cmake (0.x: a request matches the same minor version only).
 # scikit-build-core finds it with no hint (it puts site-packages on CMAKE_PREFIX_PATH);
@@ -15,7 +18,15 @@ if(NOT TARGET tensorplug::tensorplug)
     INTERFACE_INCLUDE_DIRECTORIES "${_tensorplug_prefix}/include"
     INTERFACE_COMPILE_FEATURES cxx_std_17)
 endif()
+if(NOT TARGET tensorplug::compat_tvm_ffi)
+  # Sources written for apache tvm-ffi's C++ API link this instead of tensorplug::tensorplug.
+  add_library(tensorplug::compat_tvm_ffi INTERFACE IMPORTED)
+  set_target_properties(tensorplug::compat_tvm_ffi PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES "${_tensorplug_prefix}/include/compat/tvm_ffi"
+    INTERFACE_LINK_LIBRARIES tensorplug::tensorplug)
+endif()
 set(tensorplug_INCLUDE_DIR "${_tensorplug_prefix}/include")
+set(tensorplug_COMPAT_TVM_FFI_INCLUDE_DIR "${_tensorplug_prefix}/include/compat/tvm_ffi")
 set(tensorplug_LIBRARY "${_tensorplug_prefix}/lib/libtensorplug.so")
 file(STRINGS "${tensorplug_INCLUDE_DIR}/tensorplug/c_api.h" _tensorplug_abi
      REGEX "^#define TENSORPLUG_ABI_VERSION [0-9]+$")

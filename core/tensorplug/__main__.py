@@ -58,10 +58,12 @@ def cmd_config(args) -> int:
         print(cpp.lib_dir())
     if args.cmakedir:
         print(cpp.cmake_dir())
+    if args.compat_includedir:
+        print(cpp.compat_include_dir("tvm_ffi"))
     flags = [name for name in ("cflags", "cxxflags", "ldflags", "libs") if getattr(args, name)]
     if flags:  # one line, in this order, whatever the order asked: `$(tensorplug config ...)`
         print(" ".join(build_flags()[name] for name in flags))
-    if not (args.includedir or args.libdir or args.cmakedir or flags):
+    if not (args.includedir or args.libdir or args.cmakedir or args.compat_includedir or flags):
         print(f"includedir: {cpp.include_dir()}\nlibdir: {cpp.lib_dir()}\ncmakedir: {cpp.cmake_dir()}")
     return 0
 
@@ -121,6 +123,8 @@ def main(argv=None) -> int:
     config.add_argument("--includedir", action="store_true", help="print the header directory")
     config.add_argument("--libdir", action="store_true", help="print the libtensorplug directory")
     config.add_argument("--cmakedir", action="store_true", help="print the tensorplugConfig.cmake directory")
+    config.add_argument("--compat-includedir", action="store_true",
+                        help="print the header directory of the apache tvm-ffi compatibility layer (<tvm/ffi/...>)")
     config.add_argument("--cflags", action="store_true", help="print C compiler flags for a kernel library")
     config.add_argument("--cxxflags", action="store_true", help="print C++ compiler flags for a kernel library")
     config.add_argument("--ldflags", action="store_true", help="print linker flags (-L and a runpath to libtensorplug)")

@@ -28,6 +28,22 @@ def include_dir() -> str:
     return str(Path(_core.__file__).parent / "include")
 
 
+# compat name -> (its include root under include/compat, what its inline loader includes).
+_COMPAT = {
+    "tvm_ffi": ("tvm_ffi", ("tvm/ffi/container/tensor.h", "tvm/ffi/dtype.h", "tvm/ffi/error.h",
+                            "tvm/ffi/extra/c_env_api.h", "tvm/ffi/function.h")),
+}
+
+
+def compat_include_dir(name: str = "tvm_ffi") -> str:
+    """Directory of a compatibility layer's headers: for ``"tvm_ffi"``, ``tvm/ffi/...`` and
+    ``dlpack/dlpack.h``, so that sources written for apache tvm-ffi's C++ API compile
+    against tensorplug (docs/migration.md). ValueError for an unknown ``name``."""
+    if name not in _COMPAT:
+        raise ValueError(f"compat_include_dir() argument 'name': expected one of {sorted(_COMPAT)}, got {name!r}")
+    return str(Path(include_dir()) / "compat" / _COMPAT[name][0])
+
+
 def lib_dir() -> str:
     """Directory holding ``libtensorplug.so``."""
     return str(Path(_core.__file__).parent / "lib")
@@ -196,7 +212,7 @@ def _parameter_names(source: str, func: str) -> list[str] | None:
 
 def load_inline(name: str, cpp_sources, functions=None, *, cuda_sources=None, extra_cflags=(),
                 extra_cuda_cflags=(), extra_ldflags=(), include_dirs=(), build_directory=None,
-                verbose: bool = False, release_gil: bool = True) -> Module:
+                verbose: bool = False, release_gil: bool = True, compat: str | None = None) -> Module:
     """Compile C++ source text (and optional CUDA source text) and load it as a
     :class:`tensorplug.Module`.
 
@@ -208,12 +224,25 @@ def load_inline(name: str, cpp_sources, functions=None, *, cuda_sources=None, ex
     and compiled by :func:`build` (the other keyword arguments are its), so unchanged
     sources load without compiling. ``release_gil`` is passed to
     :func:`tensorplug.load_module`.
+
+    ``compat="tvm_ffi"`` compiles sources written for apache tvm-ffi's ``load_inline``
+    unchanged: the compatibility headers are on the include path, the sources get the
+    includes that loader adds (tvm/ffi tensor, dtype, error, env and function headers),
+    and ``functions`` may also be a mapping of names to docstrings (docstrings ignored).
     """
+    if compat is not None and compat not in _COMPAT:
+        raise ValueError(f"load_inline() argument 'compat': expected one of {sorted(_COMPAT)} or None, got {compat!r}")
+    prelude = "#include <tensorplug/tensorplug.h>\n"
+    if compat is not None:
+        prelude += "".join(f"#include <{h}>\n" for h in _COMPAT[compat][1])
+        include_dirs = [compat_include_dir(compat), *include_dirs]
+        if isinstance(functions, dict):
+            functions = list(functions)
     if isinstance(cpp_sources, str):
         cpp_sources = [cpp_sources]
     if isinstance(cuda_sources, str):
         cuda_sources = [cuda_sources]
-    cpp_text = "#include <tensorplug/tensorplug.h>\n" + "\n".join(cpp_sources or [])
+    cpp_text = prelude + "\n".join(cpp_sources or [])
     cuda_text = "\n".join(cuda_sources or [])
     if functions:
         if isinstance(functions, str):
@@ -237,7 +266,7 @@ def load_inline(name: str, cpp_sources, functions=None, *, cuda_sources=None, ex
     _write_if_changed(paths[0], cpp_text)
     if cuda_text:
         cu = src_dir / f"{name}_cuda.cu"
-        _write_if_changed(cu, "#include <tensorplug/tensorplug.h>\n" + cuda_text)
+        _write_if_changed(cu, prelude + cuda_text)
         paths.append(cu)
     path = build(name, paths, extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
                  extra_ldflags=extra_ldflags, include_dirs=include_dirs, build_directory=build_directory,
@@ -252,4 +281,5 @@ def _write_if_changed(path: Path, text: str) -> None:
         os.replace(tmp, path)
 
 
-__all__ = ["BuildError", "build", "load_inline", "include_dir", "lib_dir", "cmake_dir", "cache_dir"]
+__all__ = ["BuildError", "build", "load_inline", "include_dir", "compat_include_dir", "lib_dir", "cmake_dir",
+           "cache_dir"]

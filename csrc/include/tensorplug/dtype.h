@@ -17,16 +17,27 @@
 
 /*
  * Equality and printing of the DLPack C structs. They live in the global namespace, the
- * structs' own, so that argument-dependent lookup finds them from any namespace.
+ * structs' own, so that argument-dependent lookup finds them from any namespace. They are
+ * templates restricted to the one struct: a library that defines its own non-template
+ * operator for DLDevice or DLDataType (many do, as dlpack.h declares none) compiles next to
+ * these, and overload resolution prefers its definition.
  */
-inline bool operator==(const DLDataType& a, const DLDataType& b) noexcept {
+template <class T, std::enable_if_t<std::is_same_v<T, DLDataType>, int> = 0>
+inline bool operator==(const T& a, const T& b) noexcept {
   return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
 }
-inline bool operator!=(const DLDataType& a, const DLDataType& b) noexcept { return !(a == b); }
-inline bool operator==(const DLDevice& a, const DLDevice& b) noexcept {
+template <class T, std::enable_if_t<std::is_same_v<T, DLDataType>, int> = 0>
+inline bool operator!=(const T& a, const T& b) noexcept {
+  return !(a.code == b.code && a.bits == b.bits && a.lanes == b.lanes);
+}
+template <class T, std::enable_if_t<std::is_same_v<T, DLDevice>, int> = 0>
+inline bool operator==(const T& a, const T& b) noexcept {
   return a.device_type == b.device_type && a.device_id == b.device_id;
 }
-inline bool operator!=(const DLDevice& a, const DLDevice& b) noexcept { return !(a == b); }
+template <class T, std::enable_if_t<std::is_same_v<T, DLDevice>, int> = 0>
+inline bool operator!=(const T& a, const T& b) noexcept {
+  return !(a.device_type == b.device_type && a.device_id == b.device_id);
+}
 
 namespace tensorplug {
 
@@ -231,10 +242,12 @@ constexpr DLDataType DataTypeOf() noexcept {
 
 }  // namespace tensorplug
 
-inline std::ostream& operator<<(std::ostream& os, const DLDataType& dtype) {
+template <class T, std::enable_if_t<std::is_same_v<T, DLDataType>, int> = 0>
+inline std::ostream& operator<<(std::ostream& os, const T& dtype) {
   return os << tensorplug::DataTypeToString(dtype);
 }
-inline std::ostream& operator<<(std::ostream& os, const DLDevice& device) {
+template <class T, std::enable_if_t<std::is_same_v<T, DLDevice>, int> = 0>
+inline std::ostream& operator<<(std::ostream& os, const T& device) {
   return os << tensorplug::DeviceToString(device);
 }
 
