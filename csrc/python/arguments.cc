@@ -1,8 +1,10 @@
 // Argument conversion: Python objects -> TPAny, per the parameter's kind.
 #include <cstring>
+#include <string>
 
 #include "arguments.h"
 #include "call_env.h"
+#include "tensorplug/dtype.h"
 
 namespace tensorplug::py {
 
@@ -85,9 +87,193 @@ bool ConvertNone(TPAny& out) {
   return true;
 }
 
+// ------------------------------------------------------------------ numbers ----
+// Python's own int/float/bool take the fast paths; everything else a scalar parameter
+// accepts (numpy scalars, numbers.Integral/Real, 0-d CPU arrays) is decided in the slow
+// paths below, by the rule of docs/calling.md ("Numbers").
+
+enum class ScalarKind { kInt, kFloat, kBool };
+
+const char* Expected(ScalarKind kind) {
+  return kind == ScalarKind::kInt ? "an int" : kind == ScalarKind::kFloat ? "a float" : "a bool";
+}
+
+// numbers.Integral / numbers.Real (stdlib; imported on the first non-builtin number).
+PyObject* NumbersAbc(ScalarKind kind) {
+  static PyObject* integral = nullptr;
+  static PyObject* real = nullptr;
+  if (!integral) {
+    PyObject* numbers = PyImport_ImportModule("numbers");
+    if (!numbers) return nullptr;
+    integral = PyObject_GetAttrString(numbers, "Integral");
+    real = integral ? PyObject_GetAttrString(numbers, "Real") : nullptr;
+    Py_DECREF(numbers);
+    if (!real) {
+      Py_CLEAR(integral);
+      return nullptr;
+    }
+  }
+  return kind == ScalarKind::kInt ? integral : real;
+}
+
+// numpy.bool_, found only when numpy is already imported (a numpy bool implies it is).
+bool IsNumpyBool(PyObject* obj) {
+  static PyTypeObject* numpy_bool = nullptr;
+  if (!numpy_bool) {
+    if (std::strncmp(Py_TYPE(obj)->tp_name, "numpy.", 6) != 0) return false;
+    static PyObject* const name = PyUnicode_InternFromString("numpy");
+    PyObject* numpy = PyImport_GetModule(name);
+    if (!numpy) return PyErr_Clear(), false;
+    PyObject* type = PyObject_GetAttrString(numpy, "bool_");
+    Py_DECREF(numpy);
+    if (!type || !PyType_Check(type)) return Py_XDECREF(type), PyErr_Clear(), false;
+    numpy_bool = reinterpret_cast<PyTypeObject*>(type);  // kept for the process
+  }
+  return Py_TYPE(obj) == numpy_bool;
+}
+
+union ScalarValue {
+  int64_t i;
+  double f;
+};
+
+// The value of a 0-d CPU tensor whose dtype suits `kind` (docs/calling.md, "Numbers").
+bool ReadZeroDim(AdapterTable* table, FunctionObject* f, int i, PyObject* obj, const Param* param, ScalarKind kind,
+                 ScalarValue* out) {
+  const DLPackExchangeAPI* api = table->api;
+  PythonTableScope scope(table);
+  DLTensor local;
+  DLTensor* view = &local;
+  DLManagedTensorVersioned* managed = nullptr;
+  if (api->dltensor_from_py_object_no_sync) {
+    if (api->dltensor_from_py_object_no_sync(obj, &local) != 0) return AnnotateError(f, i, param), false;
+  } else {
+    if (api->managed_tensor_from_py_object_no_sync(obj, &managed) != 0) return AnnotateError(f, i, param), false;
+    view = &managed->dl_tensor;
+  }
+  std::string problem;
+  const DLDataType dt = view->dtype;
+  const bool is_int = (dt.code == kDLInt || dt.code == kDLUInt) && dt.lanes == 1 &&
+                      (dt.bits == 8 || dt.bits == 16 || dt.bits == 32 || dt.bits == 64);
+  const bool is_float = (dt.code == kDLFloat && (dt.bits == 16 || dt.bits == 32 || dt.bits == 64) && dt.lanes == 1) ||
+                        (dt.code == kDLBfloat && dt.bits == 16 && dt.lanes == 1);
+  const bool is_bool = dt.code == kDLBool && dt.bits == 8 && dt.lanes == 1;
+  const bool suits = kind == ScalarKind::kInt ? is_int : kind == ScalarKind::kFloat ? (is_int || is_float) : is_bool;
+  if (view->ndim != 0) {
+    problem = "a " + std::to_string(view->ndim) + "-d array (only 0-d arrays are read as scalars)";
+  } else if (!suits) {
+    problem = "a 0-d array of dtype " + DataTypeToString(dt);
+  } else if (view->device.device_type != kDLCPU && view->device.device_type != kDLCUDAHost &&
+             view->device.device_type != kDLROCMHost) {
+    problem = "a 0-d array on " + DeviceToString(view->device) + " (only CPU arrays are read as scalars)";
+  }
+  bool ok = problem.empty();
+  if (ok) {
+    const char* p = static_cast<const char*>(view->data) + view->byte_offset;
+    int64_t iv = 0;
+    double fv = 0;
+    bool overflow = false;
+    switch (dt.code) {
+      case kDLInt:
+        iv = dt.bits == 8 ? *reinterpret_cast<const int8_t*>(p) : dt.bits == 16 ? *reinterpret_cast<const int16_t*>(p)
+             : dt.bits == 32 ? *reinterpret_cast<const int32_t*>(p) : *reinterpret_cast<const int64_t*>(p);
+        fv = double(iv);
+        break;
+      case kDLUInt: {
+        uint64_t u = dt.bits == 8 ? *reinterpret_cast<const uint8_t*>(p) : dt.bits == 16
+                     ? *reinterpret_cast<const uint16_t*>(p) : dt.bits == 32
+                     ? *reinterpret_cast<const uint32_t*>(p) : *reinterpret_cast<const uint64_t*>(p);
+        overflow = u > uint64_t(INT64_MAX);
+        iv = int64_t(u);
+        fv = double(u);
+        break;
+      }
+      case kDLFloat:
+        fv = dt.bits == 16 ? float(Half::FromBits(*reinterpret_cast<const uint16_t*>(p)))
+             : dt.bits == 32 ? *reinterpret_cast<const float*>(p) : *reinterpret_cast<const double*>(p);
+        break;
+      case kDLBfloat:
+        fv = float(BFloat16::FromBits(*reinterpret_cast<const uint16_t*>(p)));
+        break;
+      default:  // bool
+        iv = *reinterpret_cast<const uint8_t*>(p) != 0;
+        break;
+    }
+    if (kind == ScalarKind::kFloat) {
+      out->f = fv;
+    } else if (overflow) {
+      PyErr_SetString(PyExc_OverflowError, "value does not fit in int64");
+      AnnotateError(f, i, param);
+      ok = false;
+    } else {
+      out->i = iv;
+    }
+  }
+  if (managed && managed->deleter) managed->deleter(managed);
+  if (!problem.empty()) {
+    if (param) {
+      PyErr_Format(PyExc_TypeError, "%U() argument %d '%s': expected %s, got %s", f->name, i + 1,
+                   param->name.c_str(), Expected(kind), problem.c_str());
+    } else {
+      PyErr_Format(PyExc_TypeError, "%U() argument %d: expected %s, got %s", f->name, i + 1, Expected(kind),
+                   problem.c_str());
+    }
+  }
+  return ok;
+}
+
+// What a scalar parameter accepts beyond Python's own numbers.
+[[gnu::noinline]] bool ConvertNumberSlow(FunctionObject* f, CallFrame& frame, int i, PyObject* obj,
+                                          const Param* param, ScalarKind kind) {
+  TPAny& out = frame.packed[i];
+  const bool is_bool = Py_TYPE(obj) == &PyBool_Type || IsNumpyBool(obj);
+  if (kind == ScalarKind::kBool) {
+    if (is_bool) {
+      out.type_index = kTPBool;
+      out.v_int64 = PyObject_IsTrue(obj) == 1;
+      return true;
+    }
+  } else if (is_bool) {  // a bool is not a number here, whatever Python says
+    return ArgError(f, i, param, Expected(kind), obj), false;
+  }
+  if (AdapterTable* table = LookupAdapter(Py_TYPE(obj))) {
+    ScalarValue value;
+    if (!ReadZeroDim(table, f, i, obj, param, kind, &value)) return false;
+    out.type_index = kind == ScalarKind::kInt ? kTPInt : kind == ScalarKind::kFloat ? kTPFloat : kTPBool;
+    if (kind == ScalarKind::kFloat) {
+      out.v_float64 = value.f;
+    } else {
+      out.v_int64 = value.i;
+    }
+    return true;
+  }
+  if (PyErr_Occurred()) return AnnotateError(f, i, param), false;
+  if (kind != ScalarKind::kBool) {
+    PyObject* abc = NumbersAbc(kind);
+    int is_number = abc ? PyObject_IsInstance(obj, abc) : -1;
+    if (is_number < 0) return AnnotateError(f, i, param), false;
+    if (is_number) {
+      if (kind == ScalarKind::kInt) {
+        PyObject* index = PyNumber_Index(obj);
+        if (!index) return AnnotateError(f, i, param), false;
+        out.type_index = kTPInt;
+        out.v_int64 = PyLong_AsLongLong(index);
+        Py_DECREF(index);
+        if (out.v_int64 == -1 && PyErr_Occurred()) return AnnotateError(f, i, param), false;
+      } else {
+        out.type_index = kTPFloat;
+        out.v_float64 = PyFloat_AsDouble(obj);
+        if (out.v_float64 == -1.0 && PyErr_Occurred()) return AnnotateError(f, i, param), false;
+      }
+      return true;
+    }
+  }
+  return ArgError(f, i, param, Expected(kind), obj), false;
+}
+
 bool ConvertInt(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
   TPAny& out = frame.packed[i];
-  if (Py_TYPE(obj) == &PyBool_Type || !PyLong_Check(obj)) return ArgError(f, i, param, "an int", obj), false;
+  if (Py_TYPE(obj) == &PyBool_Type || !PyLong_Check(obj)) return ConvertNumberSlow(f, frame, i, obj, param, ScalarKind::kInt);
   out.type_index = kTPInt;
   out.v_int64 = PyLong_AsLongLong(obj);
   if (out.v_int64 == -1 && PyErr_Occurred()) return AnnotateError(f, i, param), false;
@@ -97,7 +283,7 @@ bool ConvertInt(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
 bool ConvertFloat(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
   TPAny& out = frame.packed[i];
   if (!PyFloat_Check(obj) && !(PyLong_Check(obj) && Py_TYPE(obj) != &PyBool_Type)) {
-    return ArgError(f, i, param, "a float", obj), false;
+    return ConvertNumberSlow(f, frame, i, obj, param, ScalarKind::kFloat);
   }
   out.type_index = kTPFloat;
   out.v_float64 = PyFloat_AsDouble(obj);
@@ -107,7 +293,7 @@ bool ConvertFloat(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, con
 
 bool ConvertBool(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
   TPAny& out = frame.packed[i];
-  if (Py_TYPE(obj) != &PyBool_Type) return ArgError(f, i, param, "a bool", obj), false;
+  if (Py_TYPE(obj) != &PyBool_Type) return ConvertNumberSlow(f, frame, i, obj, param, ScalarKind::kBool);
   out.type_index = kTPBool;
   out.v_int64 = obj == Py_True;
   return true;
@@ -247,6 +433,16 @@ bool ConvertAny(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
   if (AdapterTable* table = LookupAdapter(type)) return ConvertTensorWith(table, false, f, frame, i, obj, param);
   if (PyErr_Occurred()) return AnnotateError(f, i, param), false;
   if (PyCallable_Check(obj)) return ConvertCallable(f, frame, i, obj, param);
+  // Other numbers (numpy scalars): a bool, an int or a float, as their typed parameters take them.
+  if (PyFloat_Check(obj)) return ConvertFloat(f, frame, i, obj, param);
+  if (PyLong_Check(obj)) return ConvertInt(f, frame, i, obj, param);
+  if (IsNumpyBool(obj)) return ConvertBool(f, frame, i, obj, param);
+  for (ScalarKind kind : {ScalarKind::kInt, ScalarKind::kFloat}) {
+    PyObject* abc = NumbersAbc(kind);
+    int is_number = abc ? PyObject_IsInstance(obj, abc) : -1;
+    if (is_number < 0) return AnnotateError(f, i, param), false;
+    if (is_number) return ConvertNumberSlow(f, frame, i, obj, param, kind);
+  }
   return ArgError(f, i, param, "a tensor, scalar, str, device, dtype, None or callable", obj), false;
 }
 
