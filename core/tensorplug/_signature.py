@@ -11,6 +11,20 @@ _ANNOTATIONS = {
 }
 
 
+def _default(text: str) -> object:
+    """The value of a default's literal in a signature string ("1.0", "3", "True", "'fast'", "None")."""
+    if text == "None":
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1]
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
 def build(name: str, text: str | None) -> inspect.Signature:
     """The signature of function ``name`` from ``"x:view;y:?int->tensor"`` (None: ``*args``)."""
     if text is None:
@@ -19,9 +33,12 @@ def build(name: str, text: str | None) -> inspect.Signature:
     params = []
     for item in filter(None, params_text.split(";")):
         pname, _, kind = item.partition(":")
+        kind, has_default, default_text = kind.partition("=")
+        default = _default(default_text) if has_default else inspect.Parameter.empty
         optional = kind.startswith("?")
         annotation = _ANNOTATIONS.get(kind.lstrip("?"), kind)
         if optional:
             annotation = f"Optional[{annotation}]"
-        params.append(inspect.Parameter(pname, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation))
+        params.append(inspect.Parameter(pname, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation,
+                                        default=default))
     return inspect.Signature(params, return_annotation=_ANNOTATIONS.get(result, result))

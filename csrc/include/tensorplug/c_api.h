@@ -196,6 +196,11 @@ typedef int (*TPPackedFunc)(void* self, const TPAny* args, int32_t nargs, TPAny*
  * optional value that also accepts None. Result kinds: void, int, float, bool, str,
  * device, dtype, tensor, tuple, func, any. A function without a signature accepts any
  * arguments (tensors are passed as views).
+ * A parameter may carry a default after '=': "alpha:float=1.0", "n:int=3", "flag:bool=True",
+ * "mode:str='fast'", "bias:?view=None" (the literal forms: an int, a float, True/False, a
+ * single-quoted string without quotes inside, None for an optional kind). Parameters with
+ * defaults come last. The Python binding fills omitted arguments from them; a C caller
+ * (TPFunctionCall) passes every argument.
  */
 
 /* Make a function from a closure; `deleter(self)` runs when the last reference goes. */
