@@ -26,3 +26,51 @@ TENSORPLUG_EXPORT(echo_bool, EchoBool, "b");
 TENSORPLUG_EXPORT(opt_int, OptInt, "n");
 TENSORPLUG_EXPORT(affine, Affine, "x", "alpha=1.0", "shift=0", "negate=False", "mode='plain'");
 TENSORPLUG_EXPORT(count_or, CountOr, "x=None", "fallback=-1");
+
+// Lists of tensors (kind "views") and lists as results (kind "list").
+int64_t TotalNumel(tensorplug::TensorViewList xs) {
+  int64_t n = 0;
+  for (TensorView x : xs) n += x.numel();
+  return n;
+}
+// out[i] = sum of xs[j][i] over j, float32 1-d tensors of one length.
+void SumInto(tensorplug::TensorViewList xs, TensorView out) {
+  float* po = out.mutable_data_ptr<float>();
+  for (int64_t i = 0; i < out.numel(); ++i) po[i] = 0;
+  for (int64_t j = 0; j < xs.size(); ++j) {
+    const float* px = xs[j].data_ptr<float>();
+    for (int64_t i = 0; i < out.numel(); ++i) po[i] += px[i];
+  }
+}
+// Writes j into every element of xs[j] (mutable views; read-only ones refuse).
+void Stamp(std::vector<TensorView> xs) {
+  for (size_t j = 0; j < xs.size(); ++j) {
+    float* p = xs[j].mutable_data_ptr<float>();
+    for (int64_t i = 0; i < xs[j].numel(); ++i) p[i] = float(j);
+  }
+}
+// n float32 tensors of length 2 filled with their index, from the env allocator (the primary's framework).
+std::vector<tensorplug::Tensor> Range(TensorView like, int64_t n) {
+  std::vector<tensorplug::Tensor> out;
+  for (int64_t j = 0; j < n; ++j) {
+    tensorplug::Tensor t = tensorplug::Tensor::FromEnvAlloc({2}, like.dtype(), like.device());
+    float* p = t.mutable_data_ptr<float>();
+    p[0] = p[1] = float(j);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+int64_t CountOpt(std::optional<tensorplug::TensorViewList> xs) { return xs ? xs->size() : -1; }
+
+TENSORPLUG_EXPORT(total_numel, TotalNumel, "xs");
+TENSORPLUG_EXPORT(sum_into, SumInto, "xs", "out");
+TENSORPLUG_EXPORT(stamp, Stamp, "xs");
+TENSORPLUG_EXPORT(range, Range, "like", "n");
+TENSORPLUG_EXPORT(count_opt, CountOpt, "xs");
+// One new float32 tensor per item, from the env allocator: the primary (looked for inside the list) decides their type.
+std::vector<tensorplug::Tensor> EmptyLike(int64_t n, tensorplug::TensorViewList xs) {
+  std::vector<tensorplug::Tensor> out;
+  for (TensorView x : xs) out.push_back(tensorplug::Tensor::FromEnvAlloc({n}, x.dtype(), x.device()));
+  return out;
+}
+TENSORPLUG_EXPORT(empty_like, EmptyLike, "n", "xs");

@@ -7,7 +7,7 @@ import inspect
 _ANNOTATIONS = {
     "view": "Tensor", "tensor": "Tensor", "int": "int", "float": "float", "bool": "bool",
     "str": "str", "device": "Device", "dtype": "DType", "func": "Callable", "any": "Any",
-    "void": "None", "tuple": "tuple",
+    "void": "None", "tuple": "tuple", "views": "Sequence[Tensor]", "list": "list[Tensor]",
 }
 
 

@@ -8,19 +8,26 @@
 
 namespace tensorplug::py {
 
-PyObject* ArgError(FunctionObject* f, int index, const Param* param, const char* expected, PyObject* obj) {
-  if (param) {
-    PyErr_Format(PyExc_TypeError, "%U() argument %d '%s': expected %s, got %s", f->name, index + 1,
-                 param->name.c_str(), expected, Py_TYPE(obj)->tp_name);
-  } else {
-    PyErr_Format(PyExc_TypeError, "%U() argument %d: expected %s, got %s", f->name, index + 1, expected,
-                 Py_TYPE(obj)->tp_name);
-  }
+namespace {
+
+// "argument 2 'y'" or "argument 1 'xs' item 3" (items of lists counted from 0, like Python's own messages).
+std::string ArgLabel(int index, const Param* param, int item) {
+  std::string label = "argument " + std::to_string(index + 1);
+  if (param) label += " '" + param->name + "'";
+  if (item >= 0) label += " item " + std::to_string(item);
+  return label;
+}
+
+}  // namespace
+
+PyObject* ArgError(FunctionObject* f, int index, const Param* param, const char* expected, PyObject* obj, int item) {
+  PyErr_Format(PyExc_TypeError, "%U() %s: expected %s, got %s", f->name, ArgLabel(index, param, item).c_str(),
+               expected, Py_TYPE(obj)->tp_name);
   return nullptr;
 }
 
 // Prefix a conversion error (already set) with the argument it concerns.
-void AnnotateError(FunctionObject* f, int index, const Param* param) {
+void AnnotateError(FunctionObject* f, int index, const Param* param, int item) {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   PyErr_NormalizeException(&type, &value, &tb);
@@ -31,11 +38,7 @@ void AnnotateError(FunctionObject* f, int index, const Param* param) {
     Py_ssize_t cut = PyUnicode_Find(text, marker, 0, PyUnicode_GET_LENGTH(text), 1);
     if (cut > 0) Py_SETREF(text, PyUnicode_Substring(text, 0, cut));
   }
-  if (param) {
-    PyErr_Format(type, "%U() argument %d '%s': %S", f->name, index + 1, param->name.c_str(), text);
-  } else {
-    PyErr_Format(type, "%U() argument %d: %S", f->name, index + 1, text);
-  }
+  PyErr_Format(type, "%U() %s: %S", f->name, ArgLabel(index, param, item).c_str(), text);
   Py_XDECREF(text);
   Py_XDECREF(type);
   Py_XDECREF(value);
@@ -410,6 +413,78 @@ bool ConvertView(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, cons
 
 bool ConvertTensor(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
   return ConvertTensorKind<true>(f, frame, i, obj, param);
+}
+
+// A list or tuple of tensors ("views"): each item exported as a view into the call's
+// scratch arena (no allocation per item), passed as one kTPArray.
+bool ConvertViews(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  if (!PyList_Check(obj) && !PyTuple_Check(obj)) return ArgError(f, i, param, "a list of tensors", obj), false;
+  PyObject* seq = obj;
+  if (PyList_Check(obj)) {  // a snapshot: code run during the call may change the list
+    seq = PyList_AsTuple(obj);
+    if (!seq) return AnnotateError(f, i, param), false;
+    frame.kept[frame.num_kept++] = seq;
+  }
+  const Py_ssize_t n = PyTuple_GET_SIZE(seq);
+  if (n > kMaxListItems) {
+    PyErr_Format(PyExc_ValueError, "a list of %zd tensors is longer than the limit of %d", n, kMaxListItems);
+    return AnnotateError(f, i, param), false;
+  }
+  constexpr int32_t kAnyWords = sizeof(TPAny) / sizeof(int64_t), kViewWords = sizeof(DLTensor) / sizeof(int64_t);
+  static_assert(sizeof(TPArray) == 2 * sizeof(int64_t) && sizeof(TPAny) % 8 == 0 && sizeof(DLTensor) % 8 == 0);
+  int64_t* head = ScratchAlloc(int32_t(2 + kAnyWords * n));
+  int64_t* view_words = n ? ScratchAlloc(int32_t(kViewWords * n)) : head;
+  if (!head || !view_words) return PyErr_NoMemory(), AnnotateError(f, i, param), false;
+  auto* array = reinterpret_cast<TPArray*>(head);
+  auto* items = reinterpret_cast<TPAny*>(head + 2);
+  auto* views = reinterpret_cast<DLTensor*>(view_words);
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    const int item = int(k);
+    PyObject* e = PyTuple_GET_ITEM(seq, k);
+    items[k].type_index = kTPNone;
+    items[k].flags = 0;
+    AdapterTable* table = LookupAdapter(Py_TYPE(e));
+    if (!table) {
+      if (PyErr_Occurred()) return AnnotateError(f, i, param, item), false;
+      return ArgError(f, i, param, "a tensor", e, item), false;
+    }
+    const DLPackExchangeAPI* api = table->api;
+    PythonTableScope scope(table);
+    DLTensor* view = &views[k];
+    bool read_only;
+    if (api->dltensor_from_py_object_no_sync) {
+      if (api->dltensor_from_py_object_no_sync(e, view) != 0) return AnnotateError(f, i, param, item), false;
+      read_only = table->read_only == ReadOnlyPolicy::kAlways ||
+                  (table->read_only == ReadOnlyPolicy::kProbe && table->is_read_only(e));
+    } else {
+      DLManagedTensorVersioned* managed = nullptr;
+      if (api->managed_tensor_from_py_object_no_sync(e, &managed) != 0) return AnnotateError(f, i, param, item), false;
+      if (!frame.item_owned) frame.item_owned = new std::vector<DLManagedTensorVersioned*>;
+      frame.item_owned->push_back(managed);
+      read_only = (managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY) || table->read_only == ReadOnlyPolicy::kAlways;
+      view = &managed->dl_tensor;
+    }
+    if (!CheckTensorLayout(*view, "tensor", PyExc_BufferError)) return AnnotateError(f, i, param, item), false;
+    if (table->complex_check && view->dtype.code == kDLComplex) {
+      PyObject* ok = PyObject_CallOneArg(table->complex_check, e);
+      if (!ok) return AnnotateError(f, i, param, item), false;
+      Py_DECREF(ok);
+    }
+    items[k].type_index = kTPDLTensorPtr;
+    items[k].flags = read_only ? TP_ANY_FLAG_READ_ONLY : 0;
+    items[k].v_dltensor = view;
+    // The primary rule looks inside lists, in order.
+    if (frame.primary < 0 || (frame.primary_device.device_type == kDLCPU && view->device.device_type != kDLCPU)) {
+      frame.primary = i;
+      frame.primary_device = view->device;
+      frame.primary_table = table;
+    }
+  }
+  array->size = n;
+  array->items = items;
+  frame.packed[i].type_index = kTPArray;
+  frame.packed[i].v_array = array;
+  return true;
 }
 
 }  // namespace

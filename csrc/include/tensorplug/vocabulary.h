@@ -113,7 +113,8 @@
   X(Str, "str")           \
   X(Device, "device")     \
   X(DType, "dtype")       \
-  X(Func, "func")
+  X(Func, "func")         \
+  X(Views, "views")
 
 /* Result kinds of a signature string: X(Id, "name"). */
 #define TP_RESULT_KINDS(X) \
@@ -127,6 +128,7 @@
   X(Tensor, "tensor")      \
   X(Tuple, "tuple")        \
   X(Func, "func")          \
-  X(Any, "any")
+  X(Any, "any")            \
+  X(List, "list")
 
 #endif /* TENSORPLUG_VOCABULARY_H_ */
