@@ -74,3 +74,17 @@ std::vector<tensorplug::Tensor> EmptyLike(int64_t n, tensorplug::TensorViewList 
   return out;
 }
 TENSORPLUG_EXPORT(empty_like, EmptyLike, "n", "xs");
+
+// Int arrays (kind "ints") as parameters and results.
+int64_t Product(tensorplug::IntArrayView shape) {
+  int64_t p = 1;
+  for (int64_t v : shape) p *= v;
+  return p;
+}
+std::vector<int64_t> Reversed(std::vector<int64_t> v) { return std::vector<int64_t>(v.rbegin(), v.rend()); }
+std::vector<int64_t> ShapeOf(TensorView x) { return std::vector<int64_t>(x.shape().begin(), x.shape().end()); }
+int64_t LenOr(std::optional<tensorplug::IntArrayView> v) { return v ? int64_t(v->size()) : -1; }
+TENSORPLUG_EXPORT(product, Product, "shape");
+TENSORPLUG_EXPORT(reversed_ints, Reversed, "v");
+TENSORPLUG_EXPORT(shape_of, ShapeOf, "x");
+TENSORPLUG_EXPORT(len_or, LenOr, "v");

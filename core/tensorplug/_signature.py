@@ -8,6 +8,7 @@ _ANNOTATIONS = {
     "view": "Tensor", "tensor": "Tensor", "int": "int", "float": "float", "bool": "bool",
     "str": "str", "device": "Device", "dtype": "DType", "func": "Callable", "any": "Any",
     "void": "None", "tuple": "tuple", "views": "Sequence[Tensor]", "list": "list[Tensor]",
+    "ints": "Sequence[int]",
 }
 
 
@@ -41,4 +42,5 @@ def build(name: str, text: str | None) -> inspect.Signature:
             annotation = f"Optional[{annotation}]"
         params.append(inspect.Parameter(pname, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation,
                                         default=default))
-    return inspect.Signature(params, return_annotation=_ANNOTATIONS.get(result, result))
+    return_annotation = "list[int]" if result == "ints" else _ANNOTATIONS.get(result, result)
+    return inspect.Signature(params, return_annotation=return_annotation)

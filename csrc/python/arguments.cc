@@ -487,6 +487,127 @@ bool ConvertViews(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, con
   return true;
 }
 
+// One item of an int array: a Python int, or a numbers.Integral (numpy integer scalar); not a bool.
+bool ItemToInt64(FunctionObject* f, int i, const Param* param, int item, PyObject* e, int64_t* out) {
+  PyObject* index = nullptr;
+  if (PyLong_Check(e) && Py_TYPE(e) != &PyBool_Type) {
+    *out = PyLong_AsLongLong(e);
+  } else {
+    if (Py_TYPE(e) == &PyBool_Type || IsNumpyBool(e)) return ArgError(f, i, param, "an int", e, item), false;
+    PyObject* abc = NumbersAbc(ScalarKind::kInt);
+    int is_int = abc ? PyObject_IsInstance(e, abc) : -1;
+    if (is_int < 0) return AnnotateError(f, i, param, item), false;
+    if (!is_int) return ArgError(f, i, param, "an int", e, item), false;
+    index = PyNumber_Index(e);
+    if (!index) return AnnotateError(f, i, param, item), false;
+    *out = PyLong_AsLongLong(index);
+    Py_DECREF(index);
+  }
+  if (*out == -1 && PyErr_Occurred()) return AnnotateError(f, i, param, item), false;
+  return true;
+}
+
+// An int64 array ("ints"): a list or tuple of ints (torch.Size is a tuple), or a 1-d integer
+// array on the CPU. A contiguous int64 array is passed in place; anything else is copied
+// into the call's scratch arena.
+bool ConvertInts(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  int64_t* head = ScratchAlloc(2);
+  if (!head) return PyErr_NoMemory(), AnnotateError(f, i, param), false;
+  auto* array = reinterpret_cast<TPIntArray*>(head);
+  if (PyList_Check(obj) || PyTuple_Check(obj)) {
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+    if (n > kScratchInts) {
+      PyErr_Format(PyExc_ValueError, "a list of %zd ints is longer than the limit of %d", n, kScratchInts);
+      return AnnotateError(f, i, param), false;
+    }
+    int64_t* data = n ? ScratchAlloc(int32_t(n)) : head;
+    if (!data) return PyErr_NoMemory(), AnnotateError(f, i, param), false;
+    // Items are read by index each time: a numpy scalar's __index__ cannot shrink a tuple, and
+    // a list is re-checked for its size.
+    for (Py_ssize_t k = 0; k < n; ++k) {
+      if (k >= PySequence_Fast_GET_SIZE(obj)) {
+        PyErr_SetString(PyExc_RuntimeError, "the list changed size during the conversion");
+        return AnnotateError(f, i, param), false;
+      }
+      PyObject* e = PySequence_Fast_GET_ITEM(obj, k);
+      Py_INCREF(e);
+      bool ok = ItemToInt64(f, i, param, int(k), e, &data[k]);
+      Py_DECREF(e);
+      if (!ok) return false;
+    }
+    array->size = n;
+    array->data = data;
+  } else if (AdapterTable* table = LookupAdapter(Py_TYPE(obj))) {
+    const DLPackExchangeAPI* api = table->api;
+    PythonTableScope scope(table);
+    DLTensor local;
+    DLTensor* view = &local;
+    if (api->dltensor_from_py_object_no_sync) {
+      if (api->dltensor_from_py_object_no_sync(obj, &local) != 0) return AnnotateError(f, i, param), false;
+    } else {
+      DLManagedTensorVersioned* managed = nullptr;
+      if (api->managed_tensor_from_py_object_no_sync(obj, &managed) != 0) return AnnotateError(f, i, param), false;
+      if (!frame.item_owned) frame.item_owned = new std::vector<DLManagedTensorVersioned*>;
+      frame.item_owned->push_back(managed);
+      view = &managed->dl_tensor;
+    }
+    const DLDataType dt = view->dtype;
+    const bool is_int = (dt.code == kDLInt || dt.code == kDLUInt) && dt.lanes == 1 &&
+                        (dt.bits == 8 || dt.bits == 16 || dt.bits == 32 || dt.bits == 64);
+    std::string problem;
+    if (view->ndim != 1) {
+      problem = "a " + std::to_string(view->ndim) + "-d array (int arrays are 1-d)";
+    } else if (!is_int) {
+      problem = "an array of dtype " + DataTypeToString(dt);
+    } else if (view->device.device_type != kDLCPU && view->device.device_type != kDLCUDAHost &&
+               view->device.device_type != kDLROCMHost) {
+      problem = "an array on " + DeviceToString(view->device) + " (int arrays are read on the CPU)";
+    } else if (view->shape[0] > kScratchInts) {
+      problem = "an array of " + std::to_string(view->shape[0]) + " ints (the limit is " +
+                std::to_string(kScratchInts) + ")";
+    }
+    if (!problem.empty()) {
+      PyErr_Format(PyExc_TypeError, "%U() %s: expected a list of ints, got %s", f->name,
+                   ArgLabel(i, param, -1).c_str(), problem.c_str());
+      return false;
+    }
+    const int64_t n = view->shape[0];
+    const int64_t stride = view->strides ? view->strides[0] : 1;
+    const char* base = static_cast<const char*>(view->data) + view->byte_offset;
+    if (dt.code == kDLInt && dt.bits == 64 && (stride == 1 || n <= 1)) {
+      array->data = reinterpret_cast<const int64_t*>(base);  // in place: the array outlives the call
+    } else {
+      int64_t* data = n ? ScratchAlloc(int32_t(n)) : head;
+      if (!data) return PyErr_NoMemory(), AnnotateError(f, i, param), false;
+      const int64_t step = stride * (dt.bits / 8);
+      for (int64_t k = 0; k < n; ++k) {
+        const char* p = base + k * step;
+        if (dt.code == kDLInt) {
+          data[k] = dt.bits == 8 ? *reinterpret_cast<const int8_t*>(p) : dt.bits == 16 ? *reinterpret_cast<const int16_t*>(p)
+                    : dt.bits == 32 ? *reinterpret_cast<const int32_t*>(p) : *reinterpret_cast<const int64_t*>(p);
+        } else {
+          uint64_t u = dt.bits == 8 ? *reinterpret_cast<const uint8_t*>(p) : dt.bits == 16
+                       ? *reinterpret_cast<const uint16_t*>(p) : dt.bits == 32
+                       ? *reinterpret_cast<const uint32_t*>(p) : *reinterpret_cast<const uint64_t*>(p);
+          if (u > uint64_t(INT64_MAX)) {
+            PyErr_SetString(PyExc_OverflowError, "value does not fit in int64");
+            return AnnotateError(f, i, param, int(k)), false;
+          }
+          data[k] = int64_t(u);
+        }
+      }
+      array->data = data;
+    }
+    array->size = n;
+  } else {
+    if (PyErr_Occurred()) return AnnotateError(f, i, param), false;
+    return ArgError(f, i, param, "a list of ints", obj), false;
+  }
+  frame.packed[i].type_index = kTPIntArray;
+  frame.packed[i].v_int_array = array;
+  return true;
+}
+
 }  // namespace
 
 bool ConvertAny(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {

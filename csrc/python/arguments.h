@@ -8,7 +8,8 @@ namespace tensorplug::py {
 
 constexpr int kMaxArgs = 64;
 constexpr int kInlineArgs = 16;
-constexpr int kMaxListItems = 512;  // tensors in one list argument (docs/calling.md, "Limits")  // frames for up to this many arguments live on the stack
+constexpr int kMaxListItems = 512;  // tensors in one list argument (docs/calling.md, "Limits")
+constexpr int kScratchInts = 4096;  // ints in one int-array argument (one scratch block)  // frames for up to this many arguments live on the stack
 
 template <int N>
 struct FrameStorage {

@@ -61,7 +61,7 @@ bool ParseSignature(const char* text, Signature* sig) {
   size_t arrow = s.find("->");
   if (arrow == std::string::npos) return false;
   sig->result = s.substr(arrow + 2);
-  sig->result_is_list = sig->result == "list";
+  sig->result_is_list = sig->result == "list" || sig->result == "ints";
   std::string params = s.substr(0, arrow);
   size_t start = 0;
   while (start < params.size()) {

@@ -45,7 +45,7 @@ struct Signature {
   std::vector<Param> params;
   size_t required = 0;  // parameters before the first with a default
   std::string result;
-  bool result_is_list = false;  // "->list": the kernel's tuple is shown as a Python list
+  bool result_is_list = false;  // "->list", "->ints": the kernel's tuple is shown as a Python list
   std::string text;
 };
 

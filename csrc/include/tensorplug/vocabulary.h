@@ -114,7 +114,8 @@
   X(Device, "device")     \
   X(DType, "dtype")       \
   X(Func, "func")         \
-  X(Views, "views")
+  X(Views, "views")       \
+  X(Ints, "ints")
 
 /* Result kinds of a signature string: X(Id, "name"). */
 #define TP_RESULT_KINDS(X) \
@@ -129,6 +130,7 @@
   X(Tuple, "tuple")        \
   X(Func, "func")          \
   X(Any, "any")            \
-  X(List, "list")
+  X(List, "list")          \
+  X(Ints, "ints")
 
 #endif /* TENSORPLUG_VOCABULARY_H_ */
