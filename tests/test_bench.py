@@ -27,8 +27,11 @@ def installed(framework: str) -> bool:
 
 def run_bench(tmp_path, *args):
     out_json = tmp_path / "bench.json"
+    # The checkout's harness, named explicitly: a regular (non-editable) install, as in CI,
+    # cannot find it from the package's location.
+    env = dict(os.environ, TENSORPLUG_BENCHMARKS=str(BENCHMARKS))
     proc = subprocess.run([sys.executable, "-m", "tensorplug", "bench", "--quick", "--json", str(out_json), *args],
-                          capture_output=True, text=True, timeout=900, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout, json.loads(out_json.read_text())
 

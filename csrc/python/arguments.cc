@@ -33,9 +33,9 @@ void AnnotateError(FunctionObject* f, int index, const Param* param, int item) {
   PyErr_NormalizeException(&type, &value, &tb);
   PyObject* text = value ? PyObject_Str(value) : nullptr;
   if (text) {
-    // torch appends its C++ backtrace ("\nException raised from ..."): keep the message.
-    static PyObject* const marker = PyUnicode_InternFromString("\nException raised from");
-    Py_ssize_t cut = PyUnicode_Find(text, marker, 0, PyUnicode_GET_LENGTH(text), 1);
+    // The first line only, as for allocator errors (env.cc): frameworks append backtraces
+    // and notes after it, which would bury the argument this message names.
+    Py_ssize_t cut = PyUnicode_FindChar(text, '\n', 0, PyUnicode_GET_LENGTH(text), 1);
     if (cut > 0) Py_SETREF(text, PyUnicode_Substring(text, 0, cut));
   }
   PyErr_Format(type, "%U() %s: %S", f->name, ArgLabel(index, param, item).c_str(), text);

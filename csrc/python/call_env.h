@@ -97,13 +97,13 @@ struct AppliedOverrides {
 // added here, and only here (docs/adapters.md, "Adding an env hook").
 class CallEnv {
  public:
-  CallEnv() = default;
+  CallEnv() noexcept {}  // only ts_ and stream_set_ are read before being set
   CallEnv(const CallEnv&) = delete;
   CallEnv& operator=(const CallEnv&) = delete;
 
   // Stream, allocator and output come from the primary tensor's adapter (nullptr: no
   // tensor argument), unless a context overrides them. False with a Python error set.
-  bool Enter(ThreadState& ts, AdapterTable* primary, DLDevice device) {
+  __attribute__((always_inline)) bool Enter(ThreadState& ts, AdapterTable* primary, DLDevice device) {
     // No context is live anywhere in the common case: then no ContextVar is read.
     if (g_live_overrides.load(std::memory_order_relaxed) != 0 && !overrides_.Apply()) return false;
     output_ = overrides_.output ? overrides_.output : primary;
@@ -118,7 +118,7 @@ class CallEnv {
     return true;
   }
 
-  ~CallEnv() {
+  __attribute__((always_inline)) ~CallEnv() {
     if (ts_) {
       --ts_->call_depth;
       ts_->python_table = previous_python_;
@@ -132,8 +132,8 @@ class CallEnv {
   AdapterTable* output() const { return output_; }
 
  private:
-  // The primary table's current stream for `device` becomes the env's.
-  bool SetPrimaryStream(AdapterTable* primary, DLDevice device) {
+  // The primary table's current stream for `device` becomes the env's (not on CPU: cold).
+  __attribute__((noinline)) bool SetPrimaryStream(AdapterTable* primary, DLDevice device) {
     void* stream = nullptr;
     auto query = primary->api->current_work_stream;
     PythonTableScope scope(primary);
@@ -145,13 +145,13 @@ class CallEnv {
   }
 
   AppliedOverrides overrides_;
-  AdapterTable* output_ = nullptr;
+  AdapterTable* output_;
   ThreadState* ts_ = nullptr;  // set once the allocator, python table and depth are
-  AdapterTable* previous_python_ = nullptr;
-  DLPackManagedTensorAllocator previous_alloc_ = nullptr;
+  AdapterTable* previous_python_;
+  DLPackManagedTensorAllocator previous_alloc_;
   bool stream_set_ = false;
-  DLDevice stream_device_{kDLCPU, 0};
-  void* previous_stream_ = nullptr;
+  DLDevice stream_device_;
+  void* previous_stream_;
 };
 
 // _core.pack_overrides(streams, output) -> bytes, for tensorplug._context.

@@ -1,0 +1,183 @@
+"""Leak run: many calls per case, per framework; reports RSS and live-object growth.
+
+    python benchmarks/leak.py                        # 1,000,000 calls per case for numpy and torch,
+                                                     # 200,000 for jax and paddle (docs/reliability.md)
+    python benchmarks/leak.py --calls 2000 --frameworks numpy   # a quick check
+
+Cases (the example kernels, examples/kernels/kernels.cc): no-arg, one tensor, three
+tensors, allocating (the framework's allocator makes the result), throwing (a kernel
+error becomes a Python exception), callbacks (a Python callable called from C++).
+
+Each case runs a warm-up (a tenth of its calls, so framework caches fill), then two equal
+windows. What tensorplug would leak grows the same in both windows; a cache does not grow
+in the second. A case is reported as growing when its second window adds more than 1 MiB
+of RSS, or more live Python objects (gc-tracked, counted by type) or allocated Python
+memory blocks (sys.getallocatedblocks) than one per 1,000 calls, with a floor of 64 (the
+gc untracks tuples lazily, so their count jitters by a few dozen). A leak of one object
+per call exceeds that in any window of 64 calls or more. Exit status 1
+when any case grows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gc
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CALLS = {"numpy": 1_000_000, "torch": 1_000_000, "jax": 200_000, "paddle": 200_000}
+RSS_LIMIT = 1 << 20
+PER_CALL_LIMIT = 1e-3
+OBJECT_FLOOR = 64
+
+
+def under_asan() -> bool:
+    """AddressSanitizer's quarantine holds freed memory, so RSS says nothing under it."""
+    with open("/proc/self/maps") as f:
+        return "libasan" in f.read()
+
+
+ASAN = under_asan()
+
+
+def rss_bytes() -> int:
+    if ASAN:
+        return 0
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def snapshot():
+    gc.collect()
+    counts = collections.Counter(type(o).__qualname__ for o in gc.get_objects())
+    return rss_bytes(), sys.getallocatedblocks(), counts
+
+
+def make_tensors(name):
+    if name == "numpy":
+        import numpy as np
+        return lambda shape: np.ones(shape, dtype=np.float32)
+    if name == "torch":
+        import torch
+        return lambda shape: torch.ones(shape, dtype=torch.float32)
+    if name == "jax":
+        import jax
+        jax.config.update("jax_platforms", "cpu")
+        import jax.numpy as jnp
+        return lambda shape: jnp.ones(shape, dtype=jnp.float32)
+    if name == "paddle":
+        import paddle
+        return lambda shape: paddle.ones(shape, dtype="float32")
+    raise ValueError(f"unknown framework {name!r}")
+
+
+def cases(mod, ones):
+    x, y, z, short = ones((8,)), ones((8,)), ones((8,)), ones((3,))
+    out = ones((8,))
+    writable = not type(out).__module__.startswith("jax")
+
+    def no_arg():
+        mod.noop()
+
+    def one_tensor():
+        mod.sum(x)
+
+    def three_tensors():
+        mod.scale(x, y, 2.0) if writable else (mod.sum(x), mod.sum(y), mod.sum(z))
+
+    def allocating():
+        mod.add(x, y)
+
+    def throwing():
+        try:
+            mod.add(x, short)
+        except ValueError:
+            pass
+
+    def callback():
+        mod.apply(lambda v: v + 1, 3)
+
+    return {"no-arg": no_arg, "one tensor": one_tensor, "three tensors" if not writable else "two tensors + float":
+            three_tensors, "allocating": allocating, "throwing": throwing, "callback": callback}
+
+
+def run_case(fn, calls):
+    warm, window = max(1, calls // 10), max(1, (calls - calls // 10) // 2)
+    for _ in range(warm):
+        fn()
+    # Two snapshots with no call between them: what measuring itself adds (the previous
+    # snapshot's Counter and tuple), subtracted from both windows.
+    points = [snapshot(), snapshot()]
+    base = points.pop(0)
+    for _ in range(2):
+        t0 = time.perf_counter()
+        for _ in range(window):
+            fn()
+        elapsed = time.perf_counter() - t0
+        points.append(snapshot())
+    (r0, b0, c0), (r1, b1, c1), (r2, b2, c2) = points
+    own_blocks = b0 - base[1]
+    own = c0.copy()
+    own.subtract(base[2])
+
+    def objects(a, b):
+        diff = b.copy()
+        diff.subtract(a)
+        diff.subtract(own)
+        return sum(diff.values()), {k: v for k, v in diff.most_common(3) if v > 0}
+
+    obj_a, _ = objects(c0, c1)
+    obj_b, top_b = objects(c1, c2)
+    b1, b2 = b1 - own_blocks, b2 - 2 * own_blocks
+    limit = max(OBJECT_FLOOR, int(window * PER_CALL_LIMIT))
+    grows = (r2 - r1) > RSS_LIMIT or obj_b > limit or (b2 - b1) > limit
+    return {"calls": warm + 2 * window, "window": window, "us_per_call": elapsed / window * 1e6,
+            "rss_a": r1 - r0, "rss_b": r2 - r1, "blocks_a": b1 - b0, "blocks_b": b2 - b1,
+            "objects_a": obj_a, "objects_b": obj_b, "top_b": top_b, "grows": grows}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--frameworks", default="numpy,torch,jax,paddle")
+    p.add_argument("--calls", type=int, help="calls per case for every framework (default: 1M numpy/torch, 200k jax/paddle)")
+    p.add_argument("--json", help="also write the results here")
+    a = p.parse_args(argv)
+
+    import tensorplug
+    from tensorplug import cpp
+
+    if ASAN:
+        print("RSS not measured: AddressSanitizer is loaded (its quarantine keeps freed memory)")
+    mod = tensorplug.load_module(cpp.build("example_kernels", [ROOT / "examples" / "kernels" / "kernels.cc"]))
+    results, failed = [], False
+    print(f"{'framework':<8} {'case':<20} {'calls':>9} {'us/call':>8} {'RSS A':>9} {'RSS B':>9} "
+          f"{'blocks B':>8} {'objs B':>7}  verdict")
+    for name in [n for n in a.frameworks.split(",") if n]:
+        try:
+            ones = make_tensors(name)
+        except ImportError:
+            print(f"{name:<8} (not installed)")
+            continue
+        calls = a.calls or DEFAULT_CALLS.get(name, 200_000)
+        for case, fn in cases(mod, ones).items():
+            r = run_case(fn, calls)
+            r.update(framework=name, case=case)
+            results.append(r)
+            failed |= r["grows"]
+            verdict = f"GROWS {r['top_b']}" if r["grows"] else "no growth"
+            print(f"{name:<8} {case:<20} {r['calls']:>9} {r['us_per_call']:>8.2f} {r['rss_a'] / 1024:>7.0f}kB "
+                  f"{r['rss_b'] / 1024:>7.0f}kB {r['blocks_b']:>8} {r['objects_b']:>7}  {verdict}", flush=True)
+    print("verdict:", "GROWTH in " + ", ".join(f"{r['framework']}/{r['case']}" for r in results if r["grows"])
+          if failed else f"no growth in {len(results)} cases")
+    if a.json:
+        Path(a.json).write_text(json.dumps(results, indent=1))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
