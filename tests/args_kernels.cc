@@ -88,3 +88,17 @@ TENSORPLUG_EXPORT(product, Product, "shape");
 TENSORPLUG_EXPORT(reversed_ints, Reversed, "v");
 TENSORPLUG_EXPORT(shape_of, ShapeOf, "x");
 TENSORPLUG_EXPORT(len_or, LenOr, "v");
+
+// Public helpers: GetDataSize and the comparison checks.
+int64_t DataSize(TensorView x) { return int64_t(tensorplug::GetDataSize(*x.dltensor())); }
+int64_t CheckOps(int64_t a, int64_t b, std::string op) {
+  if (op == "eq") TENSORPLUG_CHECK_EQ(a, b) << "a must equal b";
+  if (op == "ne") TENSORPLUG_CHECK_NE(a, b);
+  if (op == "lt") TENSORPLUG_CHECK_LT(a, b, IndexError) << "index out of range";
+  if (op == "le") TENSORPLUG_CHECK_LE(a + 1, b * 2);
+  if (op == "gt") TENSORPLUG_CHECK_GT(a, b, TypeError);
+  if (op == "ge") TENSORPLUG_CHECK_GE(double(a) / 2, double(b));
+  return a + b;
+}
+TENSORPLUG_EXPORT(data_size, DataSize, "x");
+TENSORPLUG_EXPORT(check_ops, CheckOps, "a", "b", "op");

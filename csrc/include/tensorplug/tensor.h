@@ -241,6 +241,15 @@ class TensorView : public detail::TensorAccessors<TensorView> {
 };
 
 /*!
+ * \brief Bytes spanned by a compact tensor's elements: the element count times the bytes
+ * per element (all lanes, sub-byte types rounded up), as in DLPack's GetDataSize. What a
+ * custom allocator must provide for `tensor`.
+ */
+inline size_t GetDataSize(const DLTensor& tensor) noexcept {
+  return static_cast<size_t>(detail::Numel(tensor)) * ((size_t(tensor.dtype.bits) * tensor.dtype.lanes + 7) / 8);
+}
+
+/*!
  * \brief A lent list of tensors (signature kind "views"; Python: a list or tuple of
  * tensors of any frameworks). Item i is a TensorView valid for the call; nothing is
  * copied or allocated to pass it.
