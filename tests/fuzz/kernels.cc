@@ -199,12 +199,12 @@ tp::Any Result(int64_t which, tp::TensorView x) {
     case 2: {
       auto f = tp::Function::FromTyped([](int64_t a) { return a * 2; }, "twice", {"a"});
       TPAny v = tp::detail::MakeNone();
-      tp::detail::TypeCaster<tp::Function>::PackResult(f, &v);
+      tp::TypeCaster<tp::Function>::PackResult(f, &v);
       return tp::Any(v);
     }
     case 3: {
       TPAny v = tp::detail::MakeNone();
-      tp::detail::TypeCaster<std::tuple<tp::Tensor, std::string, std::optional<int64_t>>>::PackResult(
+      tp::TypeCaster<std::tuple<tp::Tensor, std::string, std::optional<int64_t>>>::PackResult(
           {tp::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device()), "x", std::nullopt}, &v);
       return tp::Any(v);
     }
