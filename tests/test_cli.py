@@ -1,12 +1,32 @@
-"""The tensorplug command line."""
+"""The tensorplug command line.
 
+Commands run as ``sys.executable -m tensorplug`` or through the console script next to
+``sys.executable``: nothing depends on PATH (a venv used without activating it works).
+"""
+
+import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 
+# The console script pip installed into the running interpreter's environment.
+CONSOLE_SCRIPT = Path(sys.executable).parent / "tensorplug"
+# Each framework the demo must show when installed: the type its row names.
+DEMO_TYPES = {"numpy": "numpy.ndarray", "torch": "torch.Tensor", "jax": "jaxlib._jax.ArrayImpl",
+              "paddle": "paddle.Tensor"}
+
+
 def run(*args):
     return subprocess.run([sys.executable, "-m", "tensorplug", *args], capture_output=True, text=True, timeout=600)
+
+
+def no_path_env():
+    """The environment without PATH entries for the running interpreter's bin directory."""
+    bindir = str(Path(sys.executable).parent)
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != bindir)
+    return dict(os.environ, PATH=path or os.defpath)
 
 
 def test_demo_prints_a_row_per_framework():
@@ -15,10 +35,17 @@ def test_demo_prints_a_row_per_framework():
     lines = out.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("framework"))
     assert "result correct" in lines[header] and "call overhead (us)" in lines[header]
-    rows = {line.split()[0]: line for line in lines[header + 2:] if line.strip()}
-    assert "tensorplug" in rows and "tensorplug.Tensor" in rows["tensorplug"]
-    assert "numpy" in rows and "numpy.ndarray" in rows["numpy"]
-    assert all(" yes " in row for row in rows.values()), out.stdout
+    rows = {line.split()[0]: line.split() for line in lines[header + 2:] if line.strip()}
+    assert rows["tensorplug"][1:4] == ["tensorplug.Tensor", "tensorplug.Tensor", "yes"]
+    # Every installed framework has its row, its own type in and out, and a correct result.
+    for framework, type_name in DEMO_TYPES.items():
+        if importlib.util.find_spec(framework) is None:
+            assert framework not in rows
+            continue
+        assert framework in rows, f"the demo dropped {framework}:\n{out.stdout}"
+        assert rows[framework][1:4] == [type_name, type_name, "yes"], out.stdout
+        assert float(rows[framework][4]) > 0
+    assert all(row[3] == "yes" for row in rows.values()), out.stdout
 
 
 def test_config_paths_exist():
@@ -30,7 +57,7 @@ def test_config_paths_exist():
 
 
 def test_console_script_and_adapters_table():
-    out = subprocess.run(["tensorplug", "adapters"], capture_output=True, text=True)
+    out = subprocess.run([str(CONSOLE_SCRIPT), "adapters"], capture_output=True, text=True, env=no_path_env())
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("adapter")
     assert "numpy" in out.stdout and "C table" in out.stdout
@@ -50,7 +77,7 @@ def test_demo_without_any_framework():
 def test_version():
     import tensorplug
 
-    for command in (["tensorplug", "--version"], [sys.executable, "-m", "tensorplug", "--version"]):
-        out = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    for command in ([str(CONSOLE_SCRIPT), "--version"], [sys.executable, "-m", "tensorplug", "--version"]):
+        out = subprocess.run(command, capture_output=True, text=True, timeout=120, env=no_path_env())
         assert out.returncode == 0, out.stderr
         assert out.stdout == f"tensorplug {tensorplug.__version__}\n"

@@ -160,7 +160,8 @@ def test_adapter_selection_and_skip_reasons(broken):
     result.assert_outcomes(passed=1, skipped=3)  # box has no read-only tensors: one skip
     assert "[wrong-strides]" not in stdout and "[numpy]" not in stdout  # only the named adapters
     report = capability_report(stdout)
-    assert report["box"] == {"read-only": "passed"}
+    assert report["box"] == {"read-only": "partial"}  # a check skipped for a reason other than a missing device
+    result.stdout.fnmatch_lines(["box", "  read-only  partial  1 passed, 1 skipped: box has no read-only tensors"])
     assert report["ghost"] == {"all": "skipped"}
     result.stdout.fnmatch_lines(["ghost", "  all * skipped  ghost not installed"])
 
@@ -223,3 +224,117 @@ def test_pytest_runs_with_the_kit_disabled(pytester):
     pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
     result = pytester.runpytest_subprocess("-p", "no:tensorplug", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+# Adapters refusing negative strides on output conversion (as torch's and paddle's do), with
+# and without a declaration, and Frameworks declaring what may not be declared.
+REFUSING_ADAPTERS = BROKEN_ADAPTERS.replace("read_only=False):", "read_only=False, negative_strides=True):").replace(
+    "read_only=read_only)", "read_only=read_only, negative_strides=negative_strides)") + '''
+
+from tensorplug.testing import NEGATIVE_STRIDES, Refusal
+
+
+class StrictBox(Box):
+    pass
+
+
+class Declared(BoxFramework):
+    def refusals(self):
+        return dict.fromkeys(NEGATIVE_STRIDES, Refusal(ValueError, "cannot import a tensor with negative strides"))
+
+
+class WrongType(BoxFramework):
+    def refusals(self):
+        return dict.fromkeys(NEGATIVE_STRIDES, Refusal(TypeError, "cannot import"))
+
+
+class Contiguous(BoxFramework):
+    def refusals(self):
+        return {"contiguous": Refusal(ValueError, "")}
+
+
+STRICT = {"undeclared": BoxFramework, "declared": Declared, "wrong-type": WrongType, "contiguous": Contiguous}
+ADAPTERS += [Adapter(name, type(f"{name}Box", (StrictBox,), {}), negative_strides=False) for name in STRICT]
+ADAPTERS += [Adapter("claims-refusal", type("ClaimsBox", (Box,), {}))]
+FRAMEWORKS.update({a.name: a.box_type for a in ADAPTERS[-5:]})
+FRAMEWORK_TYPES = dict(STRICT, **{"claims-refusal": Declared})
+
+
+def pytest_tensorplug_framework(name):
+    if name in FRAMEWORK_TYPES:
+        return FRAMEWORK_TYPES[name](name, FRAMEWORKS[name])
+    return BoxFramework(name, FRAMEWORKS[name]) if name in FRAMEWORKS else None
+'''
+
+
+def test_refusals_are_asserted_exactly_as_declared(pytester):
+    pytester.makeconftest(REFUSING_ADAPTERS)
+    result = pytester.runpytest_subprocess(
+        "--pyargs", "tensorplug.testing.conformance", "-p", "no:cacheprovider", "-k", "TestLayouts",
+        "--tensorplug-adapter=undeclared,declared,wrong-type,contiguous,claims-refusal")
+    stdout = result.stdout.str()
+    report = capability_report(stdout)
+    # Declared: the refusal is checked (type and message) and the capability passes, no skips.
+    assert report["declared"] == {"layouts": "passed"}
+    assert "[declared-" not in "".join(line for line in stdout.splitlines() if line.startswith(("FAILED", "SKIPPED")))
+    # An undeclared refusal fails; so does one with another error type than declared.
+    assert report["undeclared"] == {"layouts": "FAILED"}
+    result.stdout.fnmatch_lines([
+        "*undeclared refused negative tensors with ValueError: undeclared cannot import a tensor with negative "
+        "strides (stride -4 of dim 0)*(an undeclared refusal: fix the adapter, or declare it in its Framework's "
+        "refusals())*"])
+    assert report["wrong-type"] == {"layouts": "FAILED"}
+    result.stdout.fnmatch_lines(["*wrong-type refused negative tensors with ValueError: *; it declares TypeError*"])
+    # Contiguous (and 0-d) tensors may never be refused, nor declared so.
+    assert report["contiguous"] == {"layouts": "FAILED"}
+    result.stdout.fnmatch_lines(["*contiguous declares refusals of 'contiguous'; an adapter may refuse only "
+                                 "zero-size, transposed, *, read-only (never contiguous or 0-d tensors)*"])
+    # A declared refusal that does not happen fails.
+    assert report["claims-refusal"] == {"layouts": "FAILED"}
+    result.stdout.fnmatch_lines(["*claims-refusal declares it refuses negative tensors, but converted one*"])
+    failed = {line.split("[", 1)[1].split("]")[0] for line in stdout.splitlines() if line.startswith("FAILED")}
+    assert {f for f in failed if f.startswith("undeclared-")} == {"undeclared-negative", "undeclared-reversed"}
+    assert {f for f in failed if f.startswith("claims-refusal-")} == {"claims-refusal-negative",
+                                                                      "claims-refusal-reversed"}
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+# The fake-GPU adapter of tests/fake_device.py, certified by the kit: its CUDA checks
+# (stream, allocator, restore after failing calls, the primary argument) run on any machine.
+FAKE_DEVICE = f'''
+import sys
+sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parent)!r})
+import tensorplug
+from fake_device import FakeDeviceAdapter, FakeDeviceFramework
+
+ADAPTER = FakeDeviceAdapter("fakegpu")
+
+
+def pytest_configure(config):
+    tensorplug.register_adapter(ADAPTER)
+
+
+def pytest_tensorplug_framework(name):
+    return FakeDeviceFramework(ADAPTER) if name == "fakegpu" else None
+'''
+
+
+def test_the_kit_checks_device_rules_with_the_fake_gpu(pytester):
+    pytester.makeconftest(FAKE_DEVICE)
+    result = pytester.runpytest_subprocess(
+        "--pyargs", "tensorplug.testing.conformance", "-p", "no:cacheprovider", "-rs", "-v",
+        "--tensorplug-adapter=fakegpu",
+        "-k", "not TestMixed or fakegpu-numpy or numpy-fakegpu")
+    stdout = result.stdout.str()
+    assert result.ret == pytest.ExitCode.OK, stdout
+    report = capability_report(stdout)
+    assert report["fakegpu"] == dict.fromkeys(["exchange", "dtypes", "layouts", "read-only", "stream", "allocator",
+                                               "output", "errors", "mixed"], "passed")
+    for check in ("test_cuda_tensors_are_exchanged_in_place_on_cuda[fakegpu]",
+                  "test_kernels_see_the_frameworks_stream_on_cuda[fakegpu]",
+                  "test_stream_and_allocator_state_survive_every_call[fakegpu-cuda]",
+                  "test_first_cuda_tensor_is_primary_on_cuda[numpy-fakegpu]"):
+        assert any(check in line and "PASSED" in line for line in stdout.splitlines()), check
+    # The one skip: numpy (the second tensor of numpy-fakegpu's "first CUDA tensor" check) has no CUDA.
+    skips = [line for line in stdout.splitlines() if line.startswith("SKIPPED")]
+    assert len(skips) == 1 and skips[0].endswith("no CUDA device"), skips

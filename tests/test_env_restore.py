@@ -20,7 +20,7 @@ def test_raw_stream_context_nests_and_restores(c_kernel):
         with tensorplug.use_raw_stream("cpu", 0x2000):
             assert c_kernel.add_one(x, out) == 0x2000
         assert c_kernel.add_one(x, out) == 0x1000
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError, match=r"^add_one\(\) argument 2 'out': expected a tensor, got str$"):
             c_kernel.add_one(x, "bad")
         assert tensorplug.get_raw_stream("cpu") == 0x1000
     assert tensorplug.get_raw_stream("cpu") is None

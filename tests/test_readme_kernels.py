@@ -8,6 +8,8 @@ themselves (their first python block), so the tests check what a reader copies.
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,29 @@ def test_index_kernel_refuses_mismatched_shapes(add):
     with pytest.raises(ValueError) as info:
         add(np.ones(3, np.float32), np.ones(4, np.float32))
     assert str(info.value).startswith("add: a has shape [3], b has shape [4]")
+
+
+# "mod.affine(x, 2.0, 1.0)      # numpy.ndarray [[1, 3, 5], [7, 9, 11]]": an expression whose
+# trailing comment claims the result's type (module.Type) and values (a Python literal).
+CLAIM = re.compile(r"^(?P<expr>[^#\s][^#]*?)\s+#\s+(?P<type>[\w.]+\.\w+)\s+(?P<values>\[.*\])\s*$")
+
+
+def test_readme_claims_its_results_types_and_values():
+    """Every result the README's comments describe has that type and those values."""
+    page = ROOT / "README.md"
+    namespace = {"__name__": "docs_readme_claims"}
+    claims = 0
+    for block in (b for b in code_blocks(page.read_text(), page.name) if b.language == "python"):
+        for module in re.findall(r"^import (\w+)", block.code, re.M):
+            pytest.importorskip(module, reason=f"{module} not installed")
+        exec(compile(block.code, block.label, "exec"), namespace)  # noqa: S102  (our own documentation)
+        for line in block.code.splitlines():
+            match = CLAIM.match(line)
+            if not match:
+                continue
+            claims += 1
+            result = eval(match["expr"], namespace)  # noqa: S307
+            kind = type(result)
+            assert f"{kind.__module__.split('.')[0]}.{kind.__qualname__}" == match["type"], line
+            assert np.asarray(result).tolist() == ast.literal_eval(match["values"]), line
+    assert claims >= 3  # the numpy, transposed numpy and torch results

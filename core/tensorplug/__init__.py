@@ -15,6 +15,8 @@ from ._registry import (AdapterInfo, AdapterRecord, ExchangeTable, adapters, out
                         unregister_adapter)
 from ._types import Device
 from .hookspecs import hookimpl
+from .ops import Op, get_op, op
+from .shapes import Output, TensorSpec, like
 
 __version__ = "0.1.0"
 
@@ -77,9 +79,9 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "AdapterInfo", "AdapterRecord", "Device", "ExchangeTable", "Function", "Module", "Tensor",
-    "adapters", "cpp", "empty", "exchange", "from_dlpack", "get_global_func", "get_raw_stream", "hookimpl",
-    "list_global_func_names", "load_library", "load_module", "load_module_from_package",
-    "output_framework", "output_table", "register_adapter",
+    "AdapterInfo", "AdapterRecord", "Device", "ExchangeTable", "Function", "Module", "Op", "Output", "Tensor",
+    "TensorSpec", "adapters", "cpp", "empty", "exchange", "from_dlpack", "get_global_func", "get_op",
+    "get_raw_stream", "hookimpl", "like", "list_global_func_names", "load_library", "load_module",
+    "load_module_from_package", "op", "output_framework", "output_table", "register_adapter",
     "register_global_func", "remove_global_func", "unregister_adapter", "use_raw_stream", "use_stream",
 ]

@@ -153,6 +153,9 @@ class _Registry:
         self.loaded = False
         self.sources: dict[int, tuple[str | None, str | None]] = {}  # id(plugin) -> (dist, version)
         self.errors: list[AdapterRecord] = []
+        # Called with the plugin just registered (None after an unregistration); the ops
+        # module forgets its per-type answers and tells a new adapter of every op.
+        self.listeners: list = []
 
     def ensure_loaded(self) -> None:
         if self.loaded:
@@ -215,7 +218,8 @@ class _Registry:
             self.pm.register(plugin, name=name)
             self.sources.setdefault(id(plugin), (None, None))
             _core.clear_adapter_cache()
-            return name
+        self._notify(plugin)
+        return name
 
     def unregister(self, plugin) -> None:
         self.ensure_loaded()
@@ -230,6 +234,26 @@ class _Registry:
             self.pm.unregister(plugin)
             self.sources.pop(id(plugin), None)
             _core.clear_adapter_cache()
+        self._notify(None)
+
+    def _notify(self, plugin) -> None:
+        for listener in list(self.listeners):
+            listener(plugin)
+
+    def op_declared(self, op) -> None:
+        self.ensure_loaded()
+        self.pm.hook.tensorplug_op_declared(op=op)
+
+    def op_impl(self, op, arg_type: type):
+        # pluggy's firstresult order, in a plain loop: a tracer that executes Python
+        # symbolically (paddle's SOT, dynamo) can follow it, not pluggy's hook caller.
+        self.ensure_loaded()
+        for impl in reversed(self.pm.hook.tensorplug_op_impl.get_hookimpls()):
+            kwargs = {"op": op, "arg_type": arg_type}
+            result = impl.function(**{name: kwargs[name] for name in impl.argnames})
+            if result is not None:
+                return result
+        return None
 
     def output_table(self, framework: str, caller: str = "output_framework"):
         self.ensure_loaded()

@@ -39,16 +39,22 @@ class Device(NamedTuple):
 
 
 def as_device(device) -> Device:
-    """A :class:`Device` from ``"cuda:1"``, ``"cpu"``, ``(2, 1)``, a framework device
+    """A :class:`Device` from ``"cuda:1"``, ``"cpu"``, ``(2, 1)``, ``("cuda", 1)``, a framework device
     object (anything whose ``str()`` is ``type[:index]``) or a Device."""
     if isinstance(device, Device):
         return device
     if isinstance(device, tuple) and len(device) == 2:
-        code, index = device
-        code = int(code)
+        kind, index = device
+        index = 0 if index is None else int(index)
+        if isinstance(kind, str):  # ("cuda", 0): the form the stream hooks of adapters return
+            name = DEVICE_ALIASES.get(kind, kind)
+            if name not in DEVICE_TYPES:
+                raise ValueError(f"device: unknown device type {kind!r}")
+            return Device(name, index)
+        code = int(kind)
         if code not in DEVICE_NAMES:
             raise ValueError(f"device: unknown DLPack device type {code}")
-        return Device(DEVICE_NAMES[code], 0 if index is None else int(index))
+        return Device(DEVICE_NAMES[code], index)
     text = str(device)
     kind, _, index = text.partition(":")
     kind = DEVICE_ALIASES.get(kind, kind)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from . import _core
 
-__all__ = ["jax_importer", "numpy_exchange_api", "numpy_read_only_probe"]
+__all__ = ["jax_importer", "numpy_exchange_api", "numpy_read_only_probe", "xla_ffi_define", "xla_ffi_handler"]
 
 
 def numpy_exchange_api():
@@ -31,3 +31,23 @@ def jax_importer():
     dtype and device directly (``__dlpack__`` costs about 2 us per array), for
     ``ExchangeTable.from_python(..., importer=jax_importer())``."""
     return _core.jax_importer()
+
+
+def xla_ffi_handler(platform: str):
+    """The core's XLA FFI handler for ``platform`` (``"cpu"`` or ``"cuda"``), as the
+    capsule ``jax.ffi.register_ffi_target`` takes. It serves every op: the string attribute
+    ``tp_op`` names the plan (see :func:`xla_ffi_define`) each call runs."""
+    return _core.xla_ffi_handler(platform)
+
+
+def xla_ffi_define(key: str, function, params, n_inputs: int, n_outputs: int, n_alloc: int) -> None:
+    """Define the plan the XLA FFI handler runs for calls whose ``tp_op`` attribute is
+    ``key``: call ``function`` (a :class:`tensorplug.Function`) with one value per item of
+    ``params``, each ``(name, source, index, attribute, kind)``: source 0 takes XLA operand
+    ``index`` (read-only), 1 XLA result ``index`` (a written parameter), 2 the attribute
+    named ``attribute`` (None when absent), 3 None; kind is the parameter's signature kind
+    (view, tensor, int, float, bool, str, dtype). The call has ``n_inputs`` operands and
+    ``n_outputs + n_alloc`` results: the written parameters', then the ``n_alloc`` tensors
+    the function allocates with ``Tensor::FromEnvAlloc``, handed out in order. Redefining
+    a key replaces its plan; plans live for the process (compiled computations keep them)."""
+    _core.xla_ffi_define(key, function, params, n_inputs, n_outputs, n_alloc)

@@ -6,7 +6,7 @@ registered through the ``tensorplug.adapters`` entry-point group or with
 the framework can only exist once its module is in ``sys.modules``, so an adapter looks
 its framework up there.
 
-Precedence follows pluggy: the most recently registered plugin is asked first, and
+Precedence follows pluggy (the same for every hook): the most recently registered plugin is asked first, and
 ``tryfirst=True`` / ``trylast=True`` on a hookimpl move it ahead or behind. Every
 first-party adapter is registered before third-party ones, so a third party can override
 a built-in adapter for a type by claiming it.
@@ -50,6 +50,36 @@ def tensorplug_output_table(framework: str):
 @hookspec(firstresult=True)
 def tensorplug_stream_handle(stream: object):
     """Turn a framework stream object into ``(device, handle)`` for
-    ``tensorplug.use_stream``: ``device`` a ``(device_type, device_id)`` pair or a device
-    string, ``handle`` the raw stream as an int. Return None for objects of other
+    ``tensorplug.use_stream``: ``device`` a ``(device_type, device_id)`` pair (the type
+    a DLPack code or a name such as ``"cuda"``) or a device string, ``handle`` the raw stream as an int. Return None for objects of other
     frameworks."""
+
+
+@hookspec
+def tensorplug_op_declared(op):
+    """Make the :class:`tensorplug.Op` ``op`` (made by :func:`tensorplug.op`) an operator
+    of the adapter's framework, so that its graph compiler can trace it; every adapter is
+    asked, the result is ignored, and an adapter without a compiler does not implement it.
+
+    Called once per op when it is declared, and for every op already declared when an
+    adapter is registered later. Do not import the framework here: register at once when
+    it is in ``sys.modules``, else remember the op and register it when
+    ``tensorplug_op_impl`` is first asked for one of the framework's types. Raise only for
+    an op the framework cannot express (the error reaches the caller of
+    :func:`tensorplug.op`).
+    """
+
+
+@hookspec(firstresult=True)
+def tensorplug_op_impl(op, arg_type: type):
+    """Return the callable that runs ``op`` when an argument of ``arg_type`` is the first
+    one an adapter claims, or None (not this adapter's type, or its framework has no
+    compiler: the op then calls its kernel function directly).
+
+    The callable takes the op's arguments and returns its results, as the kernel function
+    does; it is typically the framework's operator (``torch.ops.<namespace>.<name>``) or a
+    function that the framework's tracer records as one operation. Asked once per op and
+    exact type (scalars included); the answer is cached by the op until an adapter is
+    registered or unregistered. The callable must be traceable by the framework's compiler:
+    it is what a compiled function calls.
+    """

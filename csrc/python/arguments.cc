@@ -26,29 +26,42 @@ PyObject* ArgError(FunctionObject* f, int index, const Param* param, const char*
   return nullptr;
 }
 
+PyObject* ArgumentLabel(FunctionObject* f, int index, const Param* param) {
+  if (!param && f->sig->known && size_t(index) < f->sig->params.size()) param = &f->sig->params[size_t(index)];
+  if (param) return PyUnicode_FromFormat("%U() argument %d '%s'", f->name, index + 1, param->name.c_str());
+  return PyUnicode_FromFormat("%U() argument %d", f->name, index + 1);
+}
+
 // Prefix a conversion error (already set) with the argument it concerns.
 void AnnotateError(FunctionObject* f, int index, const Param* param, int item) {
   PyObject *type, *value, *tb;
-  PyErr_Fetch(&type, &value, &tb);
-  PyErr_NormalizeException(&type, &value, &tb);
-  PyObject* text = value ? PyObject_Str(value) : nullptr;
-  if (text) {
-    // The first line only, as for allocator errors (env.cc): frameworks append backtraces
-    // and notes after it, which would bury the argument this message names.
-    Py_ssize_t cut = PyUnicode_FindChar(text, '\n', 0, PyUnicode_GET_LENGTH(text), 1);
-    if (cut > 0) Py_SETREF(text, PyUnicode_Substring(text, 0, cut));
+  PyErr_Fetch(&type, &value, &tb);  // kept aside while the label is built
+  PyObject* label = ArgumentLabel(f, index, param);
+  if (label && item >= 0) Py_SETREF(label, PyUnicode_FromFormat("%U item %d", label, item));
+  if (!label) {
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return;
   }
-  PyErr_Format(type, "%U() %s: %S", f->name, ArgLabel(index, param, item).c_str(), text);
-  Py_XDECREF(text);
-  Py_XDECREF(type);
-  Py_XDECREF(value);
-  Py_XDECREF(tb);
+  PyErr_Restore(type, value, tb);
+  PrefixError(label);
+  Py_DECREF(label);
 }
 
 int ToDevice(PyObject* obj, DLDevice* out) {
   if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 2) {  // (device_type, device_id)
     int type = 0, id = 0;
     if (!PyArg_ParseTuple(obj, "ii", &type, &id)) return PyErr_ExceptionMatches(PyExc_OverflowError) ? -1 : -2;
+    // Kernels index device tables with these: only the vocabulary's types, no negative id.
+    if (!DeviceTypeName(type)) {
+      PyErr_Format(PyExc_ValueError, "device type %d of %R is not a DLPack device type tensorplug knows", type, obj);
+      return -1;
+    }
+    if (id < 0) {
+      PyErr_Format(PyExc_ValueError, "device id %d of %R is negative", id, obj);
+      return -1;
+    }
     *out = {static_cast<DLDeviceType>(type), id};
     return 0;
   }
@@ -58,8 +71,12 @@ int ToDevice(PyObject* obj, DLDevice* out) {
   int rc = s && DeviceFromString(s, out) ? 0 : -2;
   if (rc != 0 && s) {
     const char* colon = std::strchr(s, ':');
-    size_t digits = colon ? std::strspn(colon + 1, "0123456789") : 0;
-    if (digits > 0 && colon[1 + digits] == '\0') {  // "<type>:<digits>" whose index does not fit
+    const bool negative = colon && colon[1] == '-';
+    size_t digits = colon ? std::strspn(colon + 1 + negative, "0123456789") : 0;
+    if (negative && digits > 0 && colon[2 + digits] == '\0') {  // "<type>:-<digits>"
+      PyErr_Format(PyExc_ValueError, "device index %s of '%s' is negative", colon + 1, s);
+      rc = -1;
+    } else if (digits > 0 && colon[1 + digits] == '\0') {  // "<type>:<digits>" whose index does not fit
       PyErr_Format(PyExc_ValueError, "device index %s of '%s' is out of range (at most %d)", colon + 1, s,
                    int(INT32_MAX));
       rc = -1;
@@ -333,9 +350,9 @@ bool ConvertDType(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, con
 }
 
 // A Python callable other than a tensorplug.Function: a function made for the call.
-bool ConvertCallable(FunctionObject*, CallFrame& frame, int i, PyObject* obj, const Param*) {
+bool ConvertCallable(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param*) {
   TPFunctionHandle handle = nullptr;
-  if (MakePythonFunction(obj, &handle) != 0) return RaiseFromTPError(), false;
+  if (MakePythonFunction(obj, &handle, reinterpret_cast<PyObject*>(f), i) != 0) return RaiseFromTPError(), false;
   frame.funcs[frame.num_funcs++] = handle;
   frame.packed[i].type_index = kTPFunction;
   frame.packed[i].v_func = handle;

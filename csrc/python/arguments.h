@@ -78,6 +78,9 @@ bool ConvertAny(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
 // `item` >= 0: the error concerns that item of a list argument ("argument 1 'xs' item 3").
 PyObject* ArgError(FunctionObject* f, int index, const Param* param, const char* expected, PyObject* obj,
                    int item = -1);
+// "scale() argument 2 'y'" (the parameter's name from the signature when `param` is null
+// and the signature is known); nullptr with an error set when out of memory.
+PyObject* ArgumentLabel(FunctionObject* f, int index, const Param* param);
 // Prefix the Python error already set with the argument it concerns.
 void AnnotateError(FunctionObject* f, int index, const Param* param, int item = -1);
 // 0: converted; -1: a specific error is set (an index out of range); -2: not a device

@@ -130,6 +130,13 @@ PyObject* RaiseFromTPError();
 // Record the current Python exception as the thread's TPError (kind = exception type
 // name) and keep the exception object so the outer boundary re-raises it unchanged.
 void TPErrorFromPython();
+// Raise `message` (str) as `type`, or as its nearest base class constructible from one
+// message (UnicodeEncodeError -> UnicodeError), with `original` (may be null) as the cause
+// when the class changed.
+void RaiseWithMessage(PyObject* type, PyObject* message, PyObject* original);
+// Replace the Python error set with one of the same kind whose message is "<prefix>: <the
+// first line of the old message>"; `prefix` (a str, borrowed) may be null after a failure.
+void PrefixError(PyObject* prefix);
 // Used by C callbacks that receive an error_ctx/SetError pair.
 void SetErrorViaTP(void* ctx, const char* kind, const char* message);
 
@@ -179,13 +186,16 @@ PyObject* CapsuleFromManaged(DLManagedTensorVersioned* managed);
 
 // A new Python Function object around `func` (a new reference is taken).
 PyObject* FunctionFromHandle(TPFunctionHandle func, PyObject* name, bool release_gil);
-// Python object for a result value; the value's payload is consumed.
-PyObject* ValueToPython(TPAny* value, AdapterTable* output);
+// Python object for a result value; the value's payload is consumed. `function` (the
+// kernel's name, may be null) is named in errors about the value.
+PyObject* ValueToPython(TPAny* value, AdapterTable* output, PyObject* function = nullptr);
 // TPAny for a Python object returned by a Python callback (owning).
 int PythonToValue(PyObject* obj, TPAny* out);
 // A packed function calling a Python callable (a new reference to it is kept); -1 with
-// the TPError set on failure.
-int MakePythonFunction(PyObject* callable, TPFunctionHandle* out);
+// the TPError set on failure. `caller` and `index` (a tensorplug.Function and the argument
+// the callable was passed as, or null and -1) name the argument in errors about the
+// callable's return value.
+int MakePythonFunction(PyObject* callable, TPFunctionHandle* out, PyObject* caller = nullptr, int index = -1);
 
 // Device/dtype conversions shared with Python helpers.
 PyObject* DeviceToPython(DLDevice device);

@@ -25,6 +25,55 @@ PyObject* ExceptionForKind(const std::string& kind) {
 
 void SetErrorViaTP(void*, const char* kind, const char* message) { TPErrorSet(kind, message); }
 
+void RaiseWithMessage(PyObject* type, PyObject* message, PyObject* original) {
+  // Not every exception class can be built from one message (UnicodeEncodeError takes five
+  // arguments; PyErr_Format would raise "function takes exactly 5 arguments" instead): walk
+  // up to the nearest base class that can, so the message survives and `except` on the
+  // base still matches.
+  PyObject* cls = type && PyExceptionClass_Check(type) ? type : PyExc_RuntimeError;
+  while (cls) {
+    PyObject* exc = PyObject_CallOneArg(cls, message);
+    if (exc && PyExceptionInstance_Check(exc)) {
+      // The original keeps what the message cannot carry (a UnicodeError's object and range).
+      if (cls != type && original) PyException_SetCause(exc, Py_NewRef(original));
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc)), exc);
+      Py_DECREF(exc);
+      return;
+    }
+    Py_XDECREF(exc);
+    PyErr_Clear();
+    PyTypeObject* base = reinterpret_cast<PyTypeObject*>(cls)->tp_base;
+    cls = base && PyExceptionClass_Check(reinterpret_cast<PyObject*>(base)) ? reinterpret_cast<PyObject*>(base)
+                                                                          : nullptr;
+  }
+  PyErr_SetObject(PyExc_RuntimeError, message);  // not reached: BaseException takes any message
+}
+
+void PrefixError(PyObject* prefix) {
+  if (!prefix) return;  // building it failed: that error replaces the original
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  PyObject* text = value ? PyObject_Str(value) : nullptr;
+  if (!text) {
+    PyErr_Clear();
+    text = PyUnicode_FromString("(the error's message could not be read)");
+  }
+  if (text) {
+    // The first line only, as for allocator errors (env.cc): frameworks append backtraces
+    // and notes after it, which would bury what the prefix names.
+    Py_ssize_t cut = PyUnicode_FindChar(text, '\n', 0, PyUnicode_GET_LENGTH(text), 1);
+    if (cut > 0) Py_SETREF(text, PyUnicode_Substring(text, 0, cut));
+  }
+  PyObject* message = text ? PyUnicode_FromFormat("%U: %U", prefix, text) : nullptr;
+  if (message) RaiseWithMessage(type, message, value);
+  Py_XDECREF(message);
+  Py_XDECREF(text);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+}
+
 void SetErrorFromCxxException() noexcept {
   // Called from C code (exchange tables, deleters' callers) too: only with the GIL.
   if (!PythonUsable() || !PyGILState_Check()) return;
@@ -81,7 +130,9 @@ PyObject* RaiseFromTPError() {
       PyObject* text = PyUnicode_FromString(m.c_str());
       if (text) PyErr_SetObject(type, Py_BuildValue("(N)", text));
     } else {
-      PyErr_SetString(type, m.c_str());
+      PyObject* text = PyUnicode_FromString(m.c_str());
+      if (text) RaiseWithMessage(type, text, nullptr);
+      Py_XDECREF(text);
     }
   } else {
     PyErr_Format(PyExc_RuntimeError, "%s: %s", k.c_str(), m.c_str());

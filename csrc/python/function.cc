@@ -106,7 +106,7 @@ PyObject* CallInFrame(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs
   // A callback exception the kernel caught must not outlive the call (it holds frames).
   if (ts.pending_exception && ts.call_depth == 0) Py_CLEAR(ts.pending_exception);
   if (result.type_index == kTPNone) Py_RETURN_NONE;  // the common in-place kernel
-  PyObject* value = ValueToPython(&result, output);
+  PyObject* value = ValueToPython(&result, output, f->name);
   if (__builtin_expect(sig->result_is_list, 0) && value && PyTuple_CheckExact(value)) {
     Py_SETREF(value, PySequence_List(value));
   }

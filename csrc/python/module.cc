@@ -10,6 +10,7 @@
 
 namespace tensorplug::py {
 
+bool InitXlaFfi(PyObject* module);  // xla_ffi.cc
 
 namespace {
 
@@ -409,7 +410,7 @@ PyObject* CreateModule() {
   PyObject* vocabulary = MakeVocabulary();
   const bool vocabulary_added = vocabulary && PyModule_AddObjectRef(module, "VOCABULARY", vocabulary) == 0;
   Py_XDECREF(vocabulary);
-  if (!vocabulary_added || !overrides || !InitTensorType(module) || !InitFunctionType(module) ||
+  if (!vocabulary_added || !overrides || !InitTensorType(module) || !InitFunctionType(module) || !InitXlaFfi(module) ||
       PyModule_AddObjectRef(module, "overrides", overrides) < 0 ||
       PyModule_AddIntConstant(module, "MAX_NDIM", TP_MAX_NDIM) < 0) {
     Py_DECREF(module);

@@ -8,6 +8,7 @@
 
 #include <numpy/arrayobject.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -250,7 +251,11 @@ int NumpyAllocate(DLTensor* prototype, DLManagedTensorVersioned** out, void* err
     return -1;
   }
   if (static_cast<uint32_t>(prototype->ndim) > TP_MAX_NDIM) {
-    set_error(error_ctx, "ValueError", "numpy supports at most 64 dimensions");
+    // Not "out of memory": TPEnvAllocTensor keeps a ValueError's kind (the request is wrong).
+    char message[96];
+    std::snprintf(message, sizeof message, "numpy supports at most %d dimensions, the tensor has %d", TP_MAX_NDIM,
+                  int(prototype->ndim));
+    set_error(error_ctx, "ValueError", message);
     return -1;
   }
   PyGILState_STATE gil = PyGILState_Ensure();

@@ -1,10 +1,18 @@
 // Python callables as tensorplug functions (TPFunctionHandle): arguments to Python
 // objects, the result back to a TPAny.
-#include "common.h"
+#include "arguments.h"
 
 namespace tensorplug::py {
 
 namespace {
+
+// What a Python-callable function holds: the callable and, when it was passed as a kernel's
+// argument, that kernel and the argument's index (named in errors about its return value).
+struct PythonCallback {
+  PyObject* callable;
+  PyObject* caller;  // a tensorplug.Function, or null
+  int index;
+};
 
 // A borrowed view becomes a tensorplug.Tensor that does not own the data: valid for the
 // duration of the callback only. CallPythonCallable invalidates it when the callback
@@ -35,6 +43,7 @@ PyObject* ArgToPython(const TPAny& arg, bool* lent) {
 }
 
 int CallPythonCallable(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
+  const auto* callback = static_cast<const PythonCallback*>(self);
   if (!PythonUsable()) {
     TPErrorSet("RuntimeError", "a Python callback was called after the interpreter shut down");
     return -1;
@@ -56,10 +65,17 @@ int CallPythonCallable(void* self, const TPAny* args, int32_t nargs, TPAny* resu
     if (args[i].type_index == kTPTensor) TPAnyRelease(const_cast<TPAny*>(&args[i]));
   }
   if (tuple && converted == nargs) {
-    PyObject* r = PyObject_Call(static_cast<PyObject*>(self), tuple, nullptr);
+    PyObject* r = PyObject_Call(callback->callable, tuple, nullptr);
     if (r) {
       rc = PythonToValue(r, result);
       Py_DECREF(r);
+      // The callback ran; what it returned is wrong: say which kernel argument it was.
+      if (rc != 0 && callback->caller) {
+        PyObject* label =
+            ArgumentLabel(reinterpret_cast<FunctionObject*>(callback->caller), callback->index, nullptr);
+        PrefixError(label);
+        Py_XDECREF(label);
+      }
     }
   }
   if (tuple && any_lent) {
@@ -75,17 +91,23 @@ int CallPythonCallable(void* self, const TPAny* args, int32_t nargs, TPAny* resu
 
 void DeletePythonCallable(void* self) {
   if (!PythonUsable()) return;  // a static Function destroyed after Py_Finalize: leak the callable
+  auto* callback = static_cast<PythonCallback*>(self);
   PyGILState_STATE gil = PyGILState_Ensure();
-  Py_DECREF(static_cast<PyObject*>(self));
+  Py_DECREF(callback->callable);
+  Py_XDECREF(callback->caller);
   PyGILState_Release(gil);
+  delete callback;
 }
 
 }  // namespace
 
 // A packed function calling a Python callable (for the global registry).
-int MakePythonFunction(PyObject* callable, TPFunctionHandle* out) {
-  if (TPFunctionCreate(Py_NewRef(callable), Guarded<CallPythonCallable>, Guarded<DeletePythonCallable>, nullptr, out) != 0) {
-    Py_DECREF(callable);
+int MakePythonFunction(PyObject* callable, TPFunctionHandle* out, PyObject* caller, int index) {
+  auto* callback = new PythonCallback{Py_NewRef(callable), Py_XNewRef(caller), index};
+  if (TPFunctionCreate(callback, Guarded<CallPythonCallable>, Guarded<DeletePythonCallable>, nullptr, out) != 0) {
+    Py_DECREF(callback->callable);
+    Py_XDECREF(callback->caller);
+    delete callback;
     return -1;
   }
   return 0;

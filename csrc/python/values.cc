@@ -4,7 +4,7 @@
 
 namespace tensorplug::py {
 
-PyObject* ValueToPython(TPAny* value, AdapterTable* output) {
+PyObject* ValueToPython(TPAny* value, AdapterTable* output, PyObject* function) {
   switch (value->type_index) {
     case kTPNone: Py_RETURN_NONE;
     case kTPInt: return PyLong_FromLongLong(value->v_int64);
@@ -23,6 +23,19 @@ PyObject* ValueToPython(TPAny* value, AdapterTable* output) {
       DLManagedTensorVersioned* managed = value->v_tensor;
       value->type_index = kTPNone;
       if (!managed) return PyErr_Format(PyExc_RuntimeError, "a kernel returned a NULL tensor");
+      // Nothing past the version may be read from a tensor of another major version (its
+      // layout may differ), except the deleter DLPack keeps in place for this case.
+      if (managed->version.major != DLPACK_MAJOR_VERSION) {
+        const unsigned major = managed->version.major, minor = managed->version.minor;
+        if (managed->deleter) managed->deleter(managed);
+        if (function) {
+          return PyErr_Format(PyExc_ValueError,
+                              "%U() returned a tensor of DLPack version %u.%u; tensorplug supports DLPack %d.x",
+                              function, major, minor, DLPACK_MAJOR_VERSION);
+        }
+        return PyErr_Format(PyExc_ValueError, "a kernel handed over a tensor of DLPack version %u.%u; "
+                            "tensorplug supports DLPack %d.x", major, minor, DLPACK_MAJOR_VERSION);
+      }
       if (!CheckTensorLayout(managed->dl_tensor, "the returned tensor", PyExc_ValueError)) {
         if (managed->deleter) managed->deleter(managed);
         return nullptr;
@@ -55,7 +68,7 @@ PyObject* ValueToPython(TPAny* value, AdapterTable* output) {
       TPTuple* t = value->v_tuple;
       PyObject* tuple = PyTuple_New(t->size);
       for (int32_t i = 0; i < t->size; ++i) {
-        PyObject* item = tuple ? ValueToPython(&t->items[i], output) : nullptr;
+        PyObject* item = tuple ? ValueToPython(&t->items[i], output, function) : nullptr;
         if (!item) {
           Py_CLEAR(tuple);
           continue;  // keep releasing the remaining items
@@ -95,7 +108,20 @@ int PythonToValue(PyObject* obj, TPAny* out) {
   } else if (PyLong_Check(obj)) {
     out->type_index = kTPInt;
     out->v_int64 = PyLong_AsLongLong(obj);
-    if (out->v_int64 == -1 && PyErr_Occurred()) return -1;
+    if (out->v_int64 == -1 && PyErr_Occurred()) {
+      if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+      PyErr_Clear();
+      PyObject* digits = PyObject_Repr(obj);  // fails past sys.get_int_max_str_digits()
+      if (!digits) {
+        PyErr_Clear();
+        digits = PyUnicode_FromString("an int too long to print");
+      }
+      if (digits) {
+        PyErr_Format(PyExc_OverflowError, "a Python callback returned %U, which does not fit int64", digits);
+        Py_DECREF(digits);
+      }
+      return -1;
+    }
   } else if (PyFloat_Check(obj)) {
     out->type_index = kTPFloat;
     out->v_float64 = PyFloat_AsDouble(obj);

@@ -2,7 +2,9 @@
 
 jax arrays are immutable, so they enter kernels flagged read-only and results come back
 as new ``jax.Array`` objects. A traced value inside ``jax.jit`` has no data to hand over:
-passing one raises TypeError saying so.
+passing one to a plain function raises TypeError saying so; a function declared with
+``tensorplug.op`` is an XLA custom call instead (``jax_ops``), usable inside ``jax.jit``,
+``vmap`` and ``grad`` (with a ``custom_vjp``).
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ def _allocate(shape, dtype, device):
 def _refuse_tracer(value):
     raise TypeError(
         f"a traced jax value ({type(value).__name__}) has no data: tensorplug functions cannot be "
-        "called inside jax.jit / vmap / grad; call them on concrete arrays, or wrap the call in "
-        "jax.pure_callback")
+        "called inside jax.jit / vmap / grad; declare the function with tensorplug.op(...) to make it an "
+        "XLA custom call, or call it on concrete arrays")
 
 
 def _array_table() -> ExchangeTable:
@@ -57,7 +59,7 @@ def _tracer_table() -> ExchangeTable:
 @hookimpl
 def tensorplug_adapter_info():
     return AdapterInfo(name="jax", framework="jax", tensor_types=("jax.Array",),
-                       capabilities=("exchange", "allocator", "output"), fast_path=True)
+                       capabilities=("exchange", "allocator", "output", "compiler"), fast_path=True)
 
 
 @hookimpl
@@ -79,3 +81,24 @@ def tensorplug_output_table(framework):
 
         return _array_table()
     return None
+
+
+@hookimpl
+def tensorplug_op_declared(op):
+    # The XLA target is registered at the op's first call with jax values (jax_ops.JaxOp),
+    # so declaring an op never imports jax.
+    return None
+
+
+@hookimpl
+def tensorplug_op_impl(op, arg_type):
+    jax = sys.modules.get("jax")
+    if jax is None or not issubclass(arg_type, (jax.Array, jax.core.Tracer)):
+        return None
+    from . import jax_ops
+
+    if not op.written and not issubclass(arg_type, jax.core.Tracer):
+        # Concrete arrays and a kernel that writes none of them: the direct call (as for a
+        # plain function) is the fastest, and gives what the XLA custom call would.
+        return None
+    return jax_ops.JaxOp(op)

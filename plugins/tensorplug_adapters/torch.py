@@ -8,6 +8,7 @@ through Python callables for older torch.
   ``x.conj().imag`` (a real view) is not detected on the C-table path (checking every real
   tensor would cost a Python call per argument); call ``.resolve_neg()`` on such views.
 - CUDA tensors on any device work: the current stream is taken for the tensor's device.
+- Ops (``tensorplug.op``) become ``torch.library`` custom ops: see ``torch_compile``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import sys
 
 from tensorplug import AdapterInfo, ExchangeTable, hookimpl
+
+from . import torch_compile
 
 _table: ExchangeTable | None = None
 
@@ -98,3 +101,13 @@ def tensorplug_stream_handle(stream):
     if torch is not None and torch.cuda.is_available() and isinstance(stream, torch.cuda.Stream):
         return (("cuda", stream.device.index or 0), stream.cuda_stream)
     return None
+
+
+@hookimpl
+def tensorplug_op_declared(op):
+    torch_compile.declared(op)
+
+
+@hookimpl
+def tensorplug_op_impl(op, arg_type):
+    return torch_compile.impl(op, arg_type)

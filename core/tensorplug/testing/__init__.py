@@ -33,13 +33,15 @@ from pathlib import Path
 
 import pytest
 
-from .framework import (DTYPES, AdapterFramework, Framework, NumpyBackedFramework, TensorplugFramework, Unsupported,
-                        contiguous_strides, make_tensor, numpy_view, sample)
+from .framework import (DTYPES, NEGATIVE_STRIDES, NEVER_REFUSED, REFUSABLE_LAYOUTS, AdapterFramework, Framework,
+                        NumpyBackedFramework, Refusal, TensorplugFramework, Unsupported, as_dlpack, contiguous_strides,
+                        host_numpy, make_tensor, numpy_view, refusable, sample)
 from .report import CAPABILITIES, CapabilityReport
 
-__all__ = ["CAPABILITIES", "DTYPES", "KERNELS_SOURCE", "AdapterFramework", "Framework", "NumpyBackedFramework",
-           "TensorplugFramework", "Unsupported", "all_adapters", "capability", "contiguous_strides", "make_tensor",
-           "numpy_view", "run_isolated", "sample"]
+__all__ = ["CAPABILITIES", "DTYPES", "KERNELS_SOURCE", "NEGATIVE_STRIDES", "NEVER_REFUSED", "REFUSABLE_LAYOUTS",
+           "AdapterFramework", "Framework", "NumpyBackedFramework", "Refusal", "TensorplugFramework", "Unsupported",
+           "all_adapters", "as_dlpack", "capability", "contiguous_strides", "host_numpy", "make_tensor", "numpy_view",
+           "refusable", "run_isolated", "sample"]
 
 KERNELS_SOURCE = Path(__file__).with_name("kernels.cc")
 

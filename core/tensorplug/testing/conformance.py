@@ -26,10 +26,13 @@ from tensorplug import _core
 from tensorplug import _types
 from tensorplug._types import as_device
 from tensorplug.testing import (DTYPES, TensorplugFramework, Unsupported, capability, make_tensor, numpy_view,
-                                run_isolated)
+                                run_isolated, sample)
+from tensorplug.testing.framework import NEVER_REFUSED, REFUSABLE_LAYOUTS, refusable
+
+from tensorplug.testing.conformance_compiler import TestCompiler  # noqa: E402  (the "compiler" capability)
 
 __all__ = ["TestExchange", "TestDtypes", "TestLayouts", "TestReadOnly", "TestStream", "TestAllocator", "TestOutput",
-           "TestErrors", "TestMixed"]
+           "TestErrors", "TestMixed", "TestCompiler"]
 
 # name: (shape, strides in elements)
 LAYOUTS = {
@@ -43,7 +46,10 @@ LAYOUTS = {
     "broadcast": ((3, 4), (0, 1)),
 }
 
+assert set(LAYOUTS) == {*REFUSABLE_LAYOUTS, *NEVER_REFUSED}
+
 # What a kernel or an adapter may raise to refuse a tensor: a clear error, never garbage.
+# A refusal passes a check only when the framework declares it (Framework.refusals).
 CLEAR_ERRORS = (ValueError, TypeError, BufferError, NotImplementedError, RuntimeError)
 
 # Every error kind of the one list (c_api.h's TP_ERROR_KINDS) must keep its type and message.
@@ -82,15 +88,102 @@ def make(framework, shape=(2, 3), dtype="float32", strides=None, device=None):
         pytest.skip(str(exc))
 
 
+def declared(framework, what: str):
+    """The Refusal ``framework`` declares for ``what`` (a layout, a dtype, "read-only"), or
+    None; a declaration the kit does not know, or of a layout that may never be refused,
+    fails the check."""
+    refusals = framework.refusals()
+    wrong = [name for name in refusals if name not in refusable()]
+    if wrong:
+        pytest.fail(f"{framework.name} declares refusals of {', '.join(map(repr, wrong))}; an adapter may refuse "
+                    f"only {', '.join(refusable())} (never {' or '.join(NEVER_REFUSED)} tensors)", pytrace=False)
+    return refusals.get(what)
+
+
+def check_refusal(framework, what: str, error: str, mro, message: str) -> None:
+    """An error where a result was expected: it passes only as the declared refusal of ``what``."""
+    import re
+
+    refusal = declared(framework, what)
+    if refusal is None:
+        pytest.fail(f"{framework.name} refused {what} tensors with {error}: {message} (an undeclared refusal: "
+                    f"fix the adapter, or declare it in its Framework's refusals())", pytrace=False)
+    assert refusal.error.__name__ in mro, (f"{framework.name} refused {what} tensors with {error}: {message}; "
+                                           f"it declares {refusal.error.__name__}")
+    assert re.search(refusal.match, message), (f"{framework.name} refused {what} tensors with the message "
+                                               f"{message!r}; it declares one matching {refusal.match!r}")
+
+
+def make_or_refused(framework, kernels, what, shape=(2, 3), dtype="float32", strides=None, device=None):
+    """make_tensor; when the framework cannot make the tensor and declares the refusal of
+    ``what``, asserts that refusal (the conversion of such a numpy tensor into the
+    framework) and returns None; otherwise it skips with the reason."""
+    try:
+        return make_tensor(framework, shape, dtype, strides, device)
+    except Unsupported as exc:
+        if declared(framework, what) is None:
+            pytest.skip(str(exc))
+    assert_conversion_refused(framework, kernels, what, reference_tensor(what))
+    return None
+
+
+def reference_tensor(what: str):
+    """The numpy tensor the kit converts into a framework to check ``what`` (a layout or a dtype)."""
+    import numpy as np
+
+    if what in LAYOUTS:
+        shape, strides = LAYOUTS[what]
+        base = np.arange(32, dtype=np.float32)
+        offset = 16 if any(s < 0 for s in strides) else 0
+        return numpy_view(base, shape, strides, offset) if shape else base[:1].reshape(())
+    return sample((2, 3), what)
+
+
+def convert_into(framework, kernels, array):
+    """``identity(array)`` under ``output_framework(framework.name)``, in a child process
+    (an abort there fails the check instead of ending the run): run_isolated's outcome,
+    with ("ok", (type name, values as numpy))."""
+    def convert():
+        with tensorplug.output_framework(framework.name):
+            y = kernels.identity(array)
+        return type(y).__qualname__, framework.to_numpy(y)
+
+    outcome = run_isolated(convert, fork=framework.fork_safe)
+    what = f"returning a {array.dtype} tensor of shape {array.shape} as a {framework.name} tensor"
+    if outcome[0] == "crashed":
+        pytest.fail(f"{what} killed the process ({outcome[1]})")
+    if outcome[0] == "timeout":
+        pytest.fail(f"{what} hung for {outcome[1]} s (a framework that cannot work in a forked child process "
+                    "sets Framework.fork_safe = False)")
+    if outcome[0] == "raised":
+        mro, message = outcome[1], outcome[2]
+        clear = any(c.__name__ in mro for c in CLEAR_ERRORS) and "MemoryError" not in mro and message
+        assert clear, f"{what} raised {mro[0]}: {message}"
+    return outcome
+
+
+def assert_conversion_refused(framework, kernels, what, array) -> None:
+    outcome = convert_into(framework, kernels, array)
+    if outcome[0] == "ok":
+        pytest.fail(f"{framework.name} declares it refuses {what} tensors, but converted one", pytrace=False)
+    check_refusal(framework, what, outcome[1][0], outcome[1], outcome[2])
+
+
+def writes_refused(framework, kernels, x, expected, what) -> bool:
+    """For a framework whose tensors are all read-only: asserts that a write through ``x``
+    is refused and changes nothing, and returns True. False for other frameworks."""
+    if not framework.read_only:
+        return False
+    with pytest.raises(ValueError, match="read-only"):
+        kernels.fill(x, 7.0)
+    assert_values(framework, x, expected, f"{what} after a refused write")
+    return True
+
+
 def needs_host(framework, device=None):
     device = device or framework.device
     if not device.startswith("cpu"):
         pytest.skip(f"{framework.name} tensors live on {device}; the kit's element kernels read host memory")
-
-
-def needs_mutable(framework):
-    if framework.read_only:
-        pytest.skip(f"{framework.name} arrays are immutable: kernels cannot write them")
 
 
 def needs_cuda(framework) -> str:
@@ -127,11 +220,6 @@ def call_state(*devices):
     return (_core.bound_allocator(), *(tensorplug.get_raw_stream(d) for d in devices))
 
 
-def refused(kind: str, message: str) -> str:
-    first = str(message).strip().splitlines()[0] if str(message).strip() else ""
-    return f"refused with {kind}: {first[:60]}{'...' if len(first) > 60 else ''}"
-
-
 # ---------------------------------------------------------------- exchange ----
 @capability("exchange")
 class TestExchange:
@@ -140,8 +228,9 @@ class TestExchange:
     def test_kernel_writes_reach_the_callers_tensor(self, tensorplug_adapter, tensorplug_kernels):
         fw = tensorplug_adapter
         needs_host(fw)
-        needs_mutable(fw)
         x, expected = make(fw)
+        if writes_refused(fw, tensorplug_kernels, x, expected, "an immutable tensor"):
+            return
         tensorplug_kernels.fill(x, 7.0)
         assert_values(fw, x, expected * 0 + 7, "the caller's tensor after fill(x, 7)")
 
@@ -189,7 +278,10 @@ class TestDtypes:
     def test_kernel_reads_the_dtype(self, tensorplug_adapter, tensorplug_kernels, dtype):
         fw = tensorplug_adapter
         needs_host(fw)
-        x, expected = make(fw, dtype=dtype)
+        made = make_or_refused(fw, tensorplug_kernels, dtype, dtype=dtype)
+        if made is None:
+            return
+        x, expected = made
         assert seen(tensorplug_kernels, x).dtype == dtype
         assert tensorplug_kernels.strided_sum(x) == pytest.approx(float(expected.real.sum()))
         y = tensorplug_kernels.add_one(x)
@@ -199,7 +291,10 @@ class TestDtypes:
 
     def test_dtype_round_trips(self, tensorplug_adapter, tensorplug_kernels, dtype):
         fw = tensorplug_adapter
-        x, expected = make(fw, dtype=dtype)
+        made = make_or_refused(fw, tensorplug_kernels, dtype, dtype=dtype)
+        if made is None:
+            return
+        x, expected = made
         y = tensorplug_kernels.identity(x)
         assert type(y) is fw.output_type()
         assert seen(tensorplug_kernels, y).dtype == dtype
@@ -210,17 +305,21 @@ class TestDtypes:
 @capability("layouts")
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 class TestLayouts:
-    """0-d, zero-size, non-contiguous, negative- and zero-stride views: correct, or a clear
-    error; never garbage, never an abort."""
+    """0-d, zero-size, non-contiguous, negative- and zero-stride views: correct, or the
+    refusal the framework declares; never garbage, never an abort, never an undeclared
+    refusal, and contiguous and 0-d tensors are never refused."""
 
     def test_kernel_sees_the_layout(self, tensorplug_adapter, tensorplug_kernels, layout):
         fw = tensorplug_adapter
         shape, strides = LAYOUTS[layout]
-        x, expected = make(fw, shape, "float32", strides)
+        made = make_or_refused(fw, tensorplug_kernels, layout, shape, "float32", strides)
+        if made is None:
+            return
+        x, expected = made
         try:
             got = seen(tensorplug_kernels, x)
         except CLEAR_ERRORS as exc:
-            pytest.skip(f"{fw.name} {layout} views: {refused(type(exc).__name__, exc)}")
+            return check_refusal(fw, layout, type(exc).__name__, [c.__name__ for c in type(exc).__mro__], str(exc))
         assert got.dtype == "float32"
         assert got.shape == shape
         assert same_strides(got.strides, strides, shape), f"the kernel sees strides {got.strides}, not {strides}"
@@ -232,42 +331,32 @@ class TestLayouts:
     def test_kernel_writes_follow_the_layout(self, tensorplug_adapter, tensorplug_kernels, layout):
         fw = tensorplug_adapter
         needs_host(fw)
-        needs_mutable(fw)
         shape, strides = LAYOUTS[layout]
-        x, expected = make(fw, shape, "float32", strides)
+        made = make_or_refused(fw, tensorplug_kernels, layout, shape, "float32", strides)
+        if made is None:
+            return
+        x, expected = made
+        if writes_refused(fw, tensorplug_kernels, x, expected, f"an immutable {layout} tensor"):
+            return
         try:
             tensorplug_kernels.fill(x, 7.0)
         except CLEAR_ERRORS as exc:
-            pytest.skip(f"{fw.name} {layout} views: {refused(type(exc).__name__, exc)}")
+            return check_refusal(fw, layout, type(exc).__name__, [c.__name__ for c in type(exc).__mro__], str(exc))
         assert_values(fw, x, expected * 0 + 7, f"a {layout} view after fill(x, 7)")
 
     def test_views_convert_into_the_framework(self, tensorplug_adapter, tensorplug_kernels, layout):
         """A numpy view returned as this framework's tensor (``output_framework``), in a
-        child process: an abort there fails this test instead of ending the run."""
+        child process: an abort there fails this test instead of ending the run. A layout
+        the framework declares refused must be refused, with the declared error."""
         np = pytest.importorskip("numpy", reason="numpy not installed")
         fw = tensorplug_adapter
         needs_host(fw)
-        shape, strides = LAYOUTS[layout]
-        base = np.arange(32, dtype=np.float32)
-        offset = 16 if any(s < 0 for s in strides) else 0
-        view = numpy_view(base, shape, strides, offset) if shape else base[:1].reshape(())
-
-        def convert():
-            with tensorplug.output_framework(fw.name):
-                y = tensorplug_kernels.identity(view)
-            return type(y).__qualname__, fw.to_numpy(y)
-
-        outcome = run_isolated(convert, fork=fw.fork_safe)
-        if outcome[0] == "crashed":
-            pytest.fail(f"returning a {layout} view as a {fw.name} tensor killed the process ({outcome[1]})")
-        if outcome[0] == "timeout":
-            pytest.fail(f"returning a {layout} view as a {fw.name} tensor hung for {outcome[1]} s (a framework "
-                        "that cannot work in a forked child process sets Framework.fork_safe = False)")
+        view = reference_tensor(layout)
+        if declared(fw, layout):
+            return assert_conversion_refused(fw, tensorplug_kernels, layout, view)
+        outcome = convert_into(fw, tensorplug_kernels, view)
         if outcome[0] == "raised":
-            mro, message = outcome[1], outcome[2]
-            clear = any(c.__name__ in mro for c in CLEAR_ERRORS) and "MemoryError" not in mro and message
-            assert clear, f"returning a {layout} view as a {fw.name} tensor raised {mro[0]}: {message}"
-            pytest.skip(f"{fw.name} {layout} views: {refused(mro[0], message)}")
+            return check_refusal(fw, layout, outcome[1][0], outcome[1], outcome[2])
         type_name, values = outcome[1]
         assert type_name == fw.output_type().__qualname__
         assert values.shape == view.shape
@@ -288,6 +377,10 @@ class TestReadOnly:
         fw = tensorplug_adapter
         needs_host(fw)
         _, expected = make(fw)
+        if declared(fw, "read-only"):
+            frozen = expected.copy()
+            frozen.flags.writeable = False
+            return assert_conversion_refused(fw, tensorplug_kernels, "read-only", frozen)
         x = fw.read_only_tensor(expected)
         if x is None:
             pytest.skip(f"{fw.name} has no read-only tensors")
@@ -394,11 +487,15 @@ class TestOutput:
         source = TensorplugFramework()
         if source.missing():
             pytest.skip(source.missing())
-        other, expected = make(source)
-        with tensorplug.output_framework(fw.name):
+        other, expected = make(source, (64, 1024))
+        counter = fw.allocation_counter(fw.device)
+        with tensorplug.output_framework(fw.name), counter or contextlib.nullcontext() as allocated:
             w = tensorplug_kernels.identity(other)  # a tensorplug.Tensor in, this framework out
             y = tensorplug_kernels.add_one(other)  # allocated by this framework
             z = tensorplug_kernels.arange(5)  # no tensor argument at all
+            if allocated is not None:  # the 256 KiB of y came from this framework's allocator
+                assert allocated() >= expected.nbytes, f"add_one(x) under output_framework({fw.name!r}) was not " \
+                                                       f"allocated by {fw.name}"
         assert type(w) is fw.output_type() and type(y) is fw.output_type() and type(z) is fw.output_type()
         assert_values(fw, w, expected, "identity(x) under output_framework")
         assert_values(fw, y, expected + 1, "add_one(x) under output_framework")
@@ -427,10 +524,13 @@ class TestErrors:
             tensorplug_kernels.raise_error(x, "KernelSpecificError", "unknown kinds become RuntimeError")
         assert str(info.value) == "KernelSpecificError: unknown kinds become RuntimeError"
 
-    def test_stream_and_allocator_state_survive_every_call(self, tensorplug_adapter, tensorplug_kernels):
+    @pytest.mark.parametrize("where", ["own-device", "cuda"])
+    def test_stream_and_allocator_state_survive_every_call(self, tensorplug_adapter, tensorplug_kernels, where):
+        """On the framework's own device and on CUDA, where a call sets the stream."""
         fw = tensorplug_adapter
-        x, _ = make(fw)
-        device = device_name(fw.device)
+        device = fw.device if where == "own-device" else needs_cuda(fw)
+        x, _ = make(fw, device=device)
+        device = device_name(device)
         calls = {
             "identity": lambda: tensorplug_kernels.identity(x),
             "alloc_like": lambda: tensorplug_kernels.alloc_like(x),
@@ -448,6 +548,7 @@ class TestErrors:
                     with contextlib.suppress(Exception):
                         call()
                     assert call_state(device, "cpu", "cuda:0") == before, f"{name} left the state changed"
+                assert tensorplug_kernels.stream_of(x) == (outer or fw.current_stream(device) or 0)
 
 
 # ------------------------------------------------------------------- mixed ----

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import dataclass
 
 import tensorplug
 
@@ -22,9 +23,32 @@ DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "bfloat
           "complex64", "complex128")
 
 
+# The kit's layouts (tensorplug.testing.conformance.LAYOUTS) an adapter may refuse, and the
+# two it never may: every framework must take and give contiguous and 0-d tensors.
+REFUSABLE_LAYOUTS = ("zero-size", "transposed", "sliced", "negative", "reversed", "broadcast")
+NEVER_REFUSED = ("contiguous", "0-d")
+NEGATIVE_STRIDES = ("negative", "reversed")  # the layouts with a negative stride
+
+
 class Unsupported(Exception):
     """A framework cannot make the tensor asked for (a dtype, a layout, a device); the
-    conformance kit skips with this message."""
+    conformance kit skips with this message, unless the framework declares the refusal
+    (:meth:`Framework.refusals`)."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """How an adapter refuses something: with an exception of type ``error`` (or a
+    subclass) whose message matches the regular expression ``match`` (``re.search``)."""
+
+    error: type
+    match: str
+
+
+def refusable() -> tuple[str, ...]:
+    """What :meth:`Framework.refusals` may name: a refusable layout, a dtype of
+    ``DTYPES``, or ``"read-only"`` (the adapter refuses read-only memory)."""
+    return (*REFUSABLE_LAYOUTS, *DTYPES, "read-only")
 
 
 def is_installed(module: str) -> bool:
@@ -75,13 +99,26 @@ class Framework:
             return f"{self.name} not installed"
         return None
 
+    def refusals(self) -> dict[str, Refusal]:
+        """What the adapter refuses, by name (see :func:`refusable`), and how.
+
+        The kit expects exactly these refusals: a layout named here must be refused when a
+        view of it is converted into the framework (``output_framework``), and may be
+        refused (with this error) when it enters a kernel; a dtype named here likewise;
+        ``"read-only"``: converting read-only memory into the framework is refused. Any
+        other refusal (an error instead of a result) fails the check; contiguous and 0-d
+        tensors can never be refused. Default: nothing."""
+        return {}
+
     def cuda_devices(self) -> list[str]:
         """The CUDA devices this framework can make tensors on (``["cuda:0"]``)."""
         return []
 
     def unsupported_dtype(self, dtype: str) -> str | None:
         """Why the framework has no tensors of ``dtype``, or None."""
-        return "numpy's DLPack import, which reads tensors back, has no bfloat16" if dtype == "bfloat16" else None
+        if dtype == "bfloat16" and not is_installed("ml_dtypes"):
+            return "numpy, which the kit reads tensors back with, has no bfloat16 without ml_dtypes"
+        return None
 
     def from_numpy(self, array, device: str | None = None, dtype: str | None = None):
         """A new tensor holding a copy of the C-contiguous numpy ``array`` on ``device``
@@ -130,6 +167,12 @@ class Framework:
         the framework and gives ``(stream object, raw handle)``; None without streams."""
         return None
 
+    def compile(self, fn):
+        """``fn`` compiled by the framework's graph compiler (``torch.compile``,
+        ``jax.jit``), to be called with this framework's tensors, or None (the default):
+        the framework has none, and the kit's "compiler" checks report "not provided"."""
+        return None
+
     def require_cpu(self, device) -> None:
         """Raise :class:`Unsupported` unless ``device`` is the CPU (None counts as CPU)."""
         if device not in (None, "cpu", "cpu:0"):
@@ -151,20 +194,27 @@ class NumpyBackedFramework(Framework):
         return "numpy not installed" if not is_installed("numpy") else super().missing()
 
     def wrap(self, array):
-        """A tensor of the framework sharing the memory of the numpy ``array``."""
+        """A tensor of the framework sharing the memory of the numpy ``array`` (whose
+        dtype may be ml_dtypes' bfloat16: :func:`as_dlpack` exports it)."""
         raise NotImplementedError(f"{type(self).__name__}.wrap")
 
     def from_numpy(self, array, device=None, dtype=None):
         self.require_cpu(device)
         if dtype == "bfloat16":
-            raise Unsupported(self.unsupported_dtype(dtype))
+            reason = self.unsupported_dtype(dtype)
+            if reason:
+                raise Unsupported(reason)
+            import ml_dtypes
+
+            return self.wrap(array.astype(ml_dtypes.bfloat16))
         return self.wrap(array.copy())
 
     def as_strided(self, base, shape, strides, offset):
-        return self.wrap(numpy_view(_np().from_dlpack(base), shape, strides, offset))
+        return self.wrap(numpy_view(host_numpy(base), shape, strides, offset))
 
     def to_numpy(self, x):
-        return _np().from_dlpack(x).copy()
+        a = host_numpy(x).copy()
+        return a.astype("float32") if a.dtype.name == "bfloat16" else a
 
     def read_only_tensor(self, array):
         array = array.copy()
@@ -178,7 +228,7 @@ class TensorplugFramework(NumpyBackedFramework):
     name = "tensorplug"
 
     def wrap(self, array):
-        return tensorplug.from_dlpack(array)
+        return as_dlpack(array)
 
     def output_type(self):
         return tensorplug.Tensor
@@ -203,6 +253,28 @@ class AdapterFramework(NumpyBackedFramework):
         self.module = record.framework
         self._installed = record.framework_installed
         self._table = None
+        self._dtype_reasons: dict[str, str | None] = {}
+
+    def unsupported_dtype(self, dtype):
+        """The adapter declares no dtypes: one its conversion cannot make (a framework
+        without bfloat16) is skipped with the adapter's error, and the capability reads
+        "partial"."""
+        reason = super().unsupported_dtype(dtype)
+        if reason is not None:
+            return reason
+        if dtype not in self._dtype_reasons:
+            array = sample((1,), dtype)
+            try:
+                if dtype == "bfloat16":
+                    import ml_dtypes
+
+                    array = array.astype(ml_dtypes.bfloat16)
+                self.wrap(array)
+                self._dtype_reasons[dtype] = None
+            except Exception as exc:  # noqa: BLE001  (whatever the adapter raises is the reason)
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                self._dtype_reasons[dtype] = f"{self.name} cannot make {dtype} tensors ({type(exc).__name__}: {first})"
+        return self._dtype_reasons[dtype]
 
     def missing(self):
         if not self._installed:
@@ -221,7 +293,7 @@ class AdapterFramework(NumpyBackedFramework):
         return self.table.read_only is True
 
     def wrap(self, array):
-        return self.table.to_framework(tensorplug.from_dlpack(array))
+        return self.table.to_framework(as_dlpack(array))
 
     def read_only_tensor(self, array):
         if self.read_only:
@@ -230,6 +302,20 @@ class AdapterFramework(NumpyBackedFramework):
             return super().read_only_tensor(array)
         except Exception:  # noqa: BLE001  (the framework refuses read-only memory: it has none)
             return None
+
+
+def as_dlpack(array) -> tensorplug.Tensor:
+    """A ``tensorplug.Tensor`` sharing the memory of the numpy ``array``: a DLPack producer
+    for any dtype, ml_dtypes' bfloat16 included (numpy's own ``__dlpack__`` refuses it;
+    tensorplug's numpy adapter reads the array struct)."""
+    return tensorplug.from_dlpack(array)
+
+
+def host_numpy(x):
+    """A numpy array sharing the memory of the CPU tensor ``x`` (any DLPack producer),
+    bfloat16 as ml_dtypes' bfloat16 (numpy's ``from_dlpack`` refuses it; tensorplug's numpy
+    adapter makes the array)."""
+    return tensorplug.output_table("numpy").to_framework(tensorplug.from_dlpack(x))
 
 
 def contiguous_strides(shape) -> tuple[int, ...]:

@@ -1,11 +1,20 @@
-"""The capability report: per adapter, which capabilities passed, failed or were skipped."""
+"""The capability report: per adapter and capability, one status:
+
+- ``FAILED``: a check failed;
+- ``partial``: no check failed, but some were skipped for a reason other than a missing
+  framework ("... not installed") or device ("no CUDA device", "needs two CUDA devices"):
+  something the adapter should do was not checked;
+- ``passed``: checks passed, and every skip was for a missing framework or device;
+- ``skipped``: nothing ran, for a missing framework or device.
+"""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-CAPABILITIES = ("exchange", "dtypes", "layouts", "read-only", "stream", "allocator", "output", "errors", "mixed")
+CAPABILITIES = ("exchange", "dtypes", "layouts", "read-only", "stream", "allocator", "output", "errors", "mixed",
+                "compiler")
 
 
 @dataclass
@@ -18,6 +27,8 @@ class Outcomes:
     def status(self) -> str:
         if self.failed:
             return "FAILED"
+        if any(not is_missing(reason) for reason in self.skipped):
+            return "partial"
         return "passed" if self.passed else "skipped"
 
     def details(self) -> str:
@@ -70,9 +81,16 @@ class CapabilityReport:
             order = [c for c in CAPABILITIES if c in by_capability] + sorted(set(by_capability) - set(CAPABILITIES))
             for capability in order:
                 outcomes = by_capability[capability]
-                color = {"FAILED": "red", "passed": "green", "skipped": "yellow"}[outcomes.status]
+                color = {"FAILED": "red", "partial": "yellow", "passed": "green", "skipped": "yellow"}[outcomes.status]
                 terminal.write_line(f"  {capability:<{width}}  {outcomes.status:<7}  {outcomes.details()}",
                                     **{color: True})
+
+
+def is_missing(reason: str) -> bool:
+    """Whether a skip reason says a framework or a device is missing here (the only skips
+    that leave a capability "passed")."""
+    return (reason.endswith(" not installed") or reason.startswith("no CUDA device")
+            or reason.startswith("needs two CUDA devices"))
 
 
 def _skip_reason(report) -> str:

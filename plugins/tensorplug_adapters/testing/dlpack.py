@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import tensorplug
-from tensorplug.testing.framework import NumpyBackedFramework
+from tensorplug.testing.framework import NumpyBackedFramework, as_dlpack
 
 
 class DLPackArray:
@@ -29,7 +29,7 @@ class DLPackFramework(NumpyBackedFramework):
     name = "dlpack"
 
     def wrap(self, array):
-        return DLPackArray(array)
+        return DLPackArray(as_dlpack(array))
 
     def output_type(self):
         return tensorplug.Tensor

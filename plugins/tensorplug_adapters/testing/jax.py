@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tensorplug.testing.framework import Framework, Unsupported, device_index
+from tensorplug.testing.framework import Framework, Refusal, Unsupported, device_index
 
 
 class JaxFramework(Framework):
@@ -18,6 +18,13 @@ class JaxFramework(Framework):
         if dtype in ("int64", "float64", "complex128") and not jax.config.jax_enable_x64:
             return f"jax has no {dtype} unless jax_enable_x64 is set"
         return None
+
+    def refusals(self):
+        import jax
+
+        # jax imports only compact layouts (transposed ones it reorders); it refuses the rest.
+        refusal = Refusal(jax.errors.JaxRuntimeError, r"Only DLPack tensors with trivial \(compact\) striding")
+        return dict.fromkeys(("sliced", "negative", "reversed", "broadcast"), refusal)
 
     def cuda_devices(self):
         import jax
@@ -47,6 +54,11 @@ class JaxFramework(Framework):
 
     def data_ptr(self, x):
         return x.unsafe_buffer_pointer()
+
+    def compile(self, fn):
+        import jax
+
+        return jax.jit(fn)
 
 
 @pytest.hookimpl(optionalhook=True)  # the kit's hook: absent under -p no:tensorplug

@@ -6,7 +6,7 @@ import contextlib
 
 import pytest
 
-from tensorplug.testing.framework import Framework, device_index
+from tensorplug.testing.framework import NEGATIVE_STRIDES, Framework, Refusal, device_index
 
 
 class PaddleFramework(Framework):
@@ -14,6 +14,11 @@ class PaddleFramework(Framework):
 
     def unsupported_dtype(self, dtype):
         return None
+
+    def refusals(self):
+        # paddle takes negative-stride views in but misreads them on import: the adapter refuses.
+        refusal = Refusal(ValueError, r"^paddle cannot import a tensor with negative strides \(stride -\d+ of dim \d\)")
+        return dict.fromkeys(NEGATIVE_STRIDES, refusal)
 
     def cuda_devices(self):
         import paddle

@@ -6,7 +6,7 @@ import contextlib
 
 import pytest
 
-from tensorplug.testing.framework import Framework, Unsupported
+from tensorplug.testing.framework import NEGATIVE_STRIDES, Framework, Refusal, Unsupported
 
 
 class TorchFramework(Framework):
@@ -14,6 +14,12 @@ class TorchFramework(Framework):
 
     def unsupported_dtype(self, dtype):
         return None
+
+    def refusals(self):
+        # torch has no negative strides; the adapter refuses to hand it such a tensor
+        # (torch 2.13 aborts the process importing one).
+        refusal = Refusal(ValueError, r"^torch cannot import a tensor with negative strides \(stride -\d+ of dim \d\)")
+        return dict.fromkeys(NEGATIVE_STRIDES, refusal)
 
     def cuda_devices(self):
         import torch
@@ -45,6 +51,13 @@ class TorchFramework(Framework):
 
     def data_ptr(self, x):
         return x.data_ptr()
+
+    def compile(self, fn):
+        import torch
+
+        # aot_eager: dynamo's graph capture and aot_autograd's functionalization, without
+        # inductor's C++ compile (tests/test_op_torch.py runs inductor).
+        return torch.compile(fn, backend="aot_eager", fullgraph=True)
 
     def allocation_counter(self, device):
         import torch

@@ -1,0 +1,161 @@
+"""Ops inside graph compilers: a tensorplug op against the same kernel registered natively.
+
+    python benchmarks/bench_compile.py [--calls N] [--repeat N] [--backends aot_eager,inductor] [--json PATH]
+
+torch row: one C++ kernel body (``KERNEL_BODY``), built twice: as a tensorplug library
+declared with ``tensorplug.op`` and as a native ``torch.library`` operator
+(``TORCH_LIBRARY``, built by ``torch.utils.cpp_extension.load_inline`` against the torch
+headers the wheel ships). Each is called eagerly and inside ``torch.compile`` (``fullgraph``,
+each backend), on small tensors so that the call overhead dominates; the time per call is
+the best of ``--repeat`` timed loops of ``--calls`` calls, the two sides alternating. Target (issue 11): tensorplug at
+most 1.2x the native registration inside ``torch.compile``. Results: benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+
+import tensorplug
+from tensorplug import cpp
+
+TARGET_RATIO = 1.2
+N = 64  # elements per tensor: overhead-dominated
+
+# out = alpha * x + y (destination passing) and alpha * x (allocating), float32, contiguous.
+KERNEL_BODY = r"""
+static void axpy_body(const float* x, const float* y, float* out, int64_t n, double alpha) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(alpha) * x[i] + y[i];
+}
+"""
+
+TENSORPLUG_SOURCE = KERNEL_BODY + r"""
+namespace tp = tensorplug;
+void axpy(tp::TensorView x, tp::TensorView y, tp::TensorView out, double alpha) {
+  TENSORPLUG_CHECK(x.numel() == y.numel() && x.numel() == out.numel(), ValueError) << "axpy: sizes differ";
+  axpy_body(x.data_ptr<float>(), y.data_ptr<float>(), out.mutable_data_ptr<float>(), x.numel(), alpha);
+}
+tp::Tensor scale(tp::TensorView x, double alpha) {
+  auto out = tp::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
+  const float* px = x.data_ptr<float>();
+  axpy_body(px, px, out.mutable_data_ptr<float>(), x.numel(), alpha - 1.0);  // (alpha - 1) x + x
+  return out;
+}
+"""
+
+NATIVE_SOURCE = "#include <torch/library.h>\n#include <ATen/ATen.h>\n" + KERNEL_BODY + r"""
+void axpy(const at::Tensor& x, const at::Tensor& y, at::Tensor& out, double alpha) {
+  TORCH_CHECK(x.numel() == y.numel() && x.numel() == out.numel(), "axpy: sizes differ");
+  axpy_body(x.data_ptr<float>(), y.data_ptr<float>(), out.data_ptr<float>(), x.numel(), alpha);
+}
+at::Tensor scale(const at::Tensor& x, double alpha) {
+  at::Tensor out = at::empty_like(x);
+  axpy_body(x.data_ptr<float>(), x.data_ptr<float>(), out.data_ptr<float>(), x.numel(), alpha - 1.0);
+  return out;
+}
+TORCH_LIBRARY(bench_native, m) {
+  m.def("axpy(Tensor x, Tensor y, Tensor(a!) out, float alpha) -> ()");
+  m.def("scale(Tensor x, float alpha) -> Tensor");
+}
+TORCH_LIBRARY_IMPL(bench_native, CPU, m) {
+  m.impl("axpy", &axpy);
+  m.impl("scale", &scale);
+}
+"""
+
+
+def best_per_call_us(fns, calls: int, repeat: int) -> list[float]:
+    """Best time per call of each of ``fns``, in us; the loops alternate between them, so
+    that a machine busy for a while slows all of them alike."""
+    for fn in fns:
+        for _ in range(max(calls // 10, 10)):
+            fn()  # warm up (compiles on the first call)
+    best = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            best[i] = min(best[i], time.perf_counter() - start)
+    return [b / calls * 1e6 for b in best]
+
+
+def torch_rows(calls: int, repeat: int, backends: list[str]) -> list[dict]:
+    """Rows for torch: eager and each backend, destination-passing and allocating."""
+    import torch
+    from torch.utils import cpp_extension
+
+    mod = cpp.load_inline("bench_compile_ops", TENSORPLUG_SOURCE, functions=["axpy", "scale"])
+    tp_axpy = tensorplug.op("bench_tp::axpy", mod.axpy, writes=("out",))
+    tp_scale = tensorplug.op("bench_tp::scale", mod.scale, returns=tensorplug.like("x"))
+    cpp_extension.load_inline("bench_native_ops", cpp_sources=[NATIVE_SOURCE], is_python_module=False,
+                              extra_cflags=["-O2"], verbose=False)
+    torch.library.register_fake("bench_native::axpy", lambda x, y, out, alpha: None)
+    torch.library.register_fake("bench_native::scale", lambda x, alpha: torch.empty_like(x))
+    native_axpy, native_scale = torch.ops.bench_native.axpy.default, torch.ops.bench_native.scale.default
+
+    x, y = torch.rand(N), torch.rand(N)
+    programs = {
+        "axpy (destination passing)": lambda axpy, scale: (lambda x, y: _axpy_program(torch, axpy, x, y)),
+        "scale (allocating)": lambda axpy, scale: (lambda x, y: scale(x, 2.0)),
+    }
+    rows = []
+    for kernel, make in programs.items():
+        tp_fn, native_fn = make(tp_axpy, tp_scale), make(native_axpy, native_scale)
+        torch.testing.assert_close(tp_fn(x, y), native_fn(x, y))
+        for mode in ["eager", *backends]:
+            if mode == "eager":
+                tp_call, native_call = tp_fn, native_fn
+            else:
+                torch._dynamo.reset()
+                tp_call = torch.compile(tp_fn, backend=mode, fullgraph=True)
+                native_call = torch.compile(native_fn, backend=mode, fullgraph=True)
+                torch.testing.assert_close(tp_call(x, y), native_call(x, y))
+            tp_us, native_us = best_per_call_us([lambda: tp_call(x, y), lambda: native_call(x, y)], calls, repeat)
+            rows.append({"framework": "torch", "kernel": kernel, "mode": mode, "tensorplug_us": tp_us,
+                         "native_us": native_us, "ratio": tp_us / native_us})
+    return rows
+
+
+def _axpy_program(torch, axpy, x, y):
+    out = torch.empty_like(x)
+    axpy(x, y, out, 2.0)
+    return out
+
+
+ROWS = {"torch": torch_rows}  # framework -> rows(calls, repeat, backends); jax adds its own
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--backends", default="aot_eager,inductor", help="torch.compile backends")
+    parser.add_argument("--frameworks", default=",".join(ROWS))
+    parser.add_argument("--json", help="write the rows here")
+    args = parser.parse_args(argv)
+    rows = []
+    for name in args.frameworks.split(","):
+        rows += ROWS[name](args.calls, args.repeat, [b for b in args.backends.split(",") if b])
+    print(f"python {platform.python_version()}, {platform.machine()}, {len(rows)} rows; us per call (best of "
+          f"{args.repeat} x {args.calls})")
+    print(f"{'framework':10} {'kernel':28} {'mode':10} {'tensorplug':>11} {'native':>9} {'ratio':>6}")
+    for r in rows:
+        print(f"{r['framework']:10} {r['kernel']:28} {r['mode']:10} {r['tensorplug_us']:11.2f} "
+              f"{r['native_us']:9.2f} {r['ratio']:6.2f}")
+    compiled = [r for r in rows if r["mode"] != "eager"]
+    worst = max((r["ratio"] for r in compiled), default=None)
+    if worst is not None:
+        print(f"target: inside the compiler, tensorplug <= {TARGET_RATIO}x native: worst {worst:.2f} -> "
+              f"{'met' if worst <= TARGET_RATIO else 'NOT met'}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "target_ratio": TARGET_RATIO}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

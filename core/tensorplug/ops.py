@@ -1,0 +1,265 @@
+"""Ops: one declaration that makes a kernel usable inside every framework's graph compiler.
+
+``tensorplug.op("mylib::axpy", mod.axpy, returns=...)`` returns an :class:`tensorplug.Op`. Called, it
+behaves as the function does; and each adapter, asked through the hooks
+``tensorplug_op_declared`` and ``tensorplug_op_impl`` (:mod:`tensorplug.hookspecs`), makes
+it an operator of its framework's compiler (a ``torch.library`` custom op, an XLA FFI
+target), so that ``torch.compile`` or ``jax.jit`` trace it as one node instead of refusing
+or breaking the graph. No framework is imported here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import threading
+from typing import Any, NamedTuple
+
+from . import _core
+from ._registry import registry
+from .shapes import RuleError, TensorSpec, compile_returns
+
+# The signature kinds (csrc/include/tensorplug/vocabulary.h) as an op sees them: each
+# parameter kind is a tensor, a scalar, or one no compiler can trace (tests/test_op.py
+# checks that every kind of the vocabulary is classified). "mview" (a written view) is
+# read as written once the vocabulary has it.
+_PARAM_KINDS = frozenset(_core.VOCABULARY["param_kinds"])
+TENSOR_KINDS = frozenset({"view", "tensor", "mview"}) & _PARAM_KINDS
+WRITTEN_KINDS = frozenset({"mview"}) & _PARAM_KINDS
+SCALAR_KINDS = frozenset({"int", "float", "bool", "str", "device", "dtype"})
+UNTRACEABLE_KINDS = frozenset({"func", "any"})
+RESULT_KINDS = frozenset({"void", "tensor", "tuple"})
+
+# Python scalar types, resolved when an op is declared (a tracer cannot run the hooks).
+_SCALAR_TYPES = (int, float, bool, complex, str, type(None))
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*")
+_MISSING = object()
+
+
+class Param(NamedTuple):
+    """One parameter of an op: ``name``, signature ``kind`` (``"view"``, ``"int"``, ...,
+    without the optional marker), ``optional`` (accepts None) and ``written`` (the kernel
+    writes this tensor in place)."""
+
+    name: str
+    kind: str
+    optional: bool = False
+    written: bool = False
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind in TENSOR_KINDS
+
+
+def parse_signature(text: str) -> tuple[tuple[Param, ...], str]:
+    """``("x:view;n:?int->tensor")`` -> ``((Param('x', 'view'), Param('n', 'int', True)), 'tensor')``."""
+    params_text, _, result = text.partition("->")
+    params = []
+    for item in filter(None, params_text.split(";")):
+        name, _, kind = item.partition(":")
+        optional = kind.startswith("?")
+        kind = kind.lstrip("?")
+        params.append(Param(name, kind, optional, kind in WRITTEN_KINDS))
+    return tuple(params), result
+
+
+class Op:
+    """A kernel function declared as an operator (made by :func:`tensorplug.op`).
+
+    Calling it calls the function, with the same arguments, results and errors; for the
+    tensors of a framework whose adapter implements ``tensorplug_op_impl`` the call goes
+    through that framework's operator (``torch.ops.<namespace>.<name>`` for torch), so
+    that the framework's compiler, autograd and transforms see one operator.
+
+    Attributes an adapter reads: ``name`` (``"mylib::axpy"``), ``namespace``, ``opname``,
+    ``function`` (the :class:`tensorplug.Function`), ``params`` (:class:`~tensorplug.ops.Param` tuple),
+    ``result`` (the signature's result kind: ``"void"``, ``"tensor"`` or ``"tuple"``),
+    ``written`` (names of the tensor parameters the kernel writes), ``n_outputs`` (the
+    number of tensors returned; 0 for destination-passing kernels), and the methods
+    :meth:`tensorplug.Op.bind` and :meth:`tensorplug.Op.output_specs`.
+    """
+
+    def __init__(self, name: str, function, *, returns=None, writes=()):
+        where = f"tensorplug.op({name!r})"
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ValueError(f"tensorplug.op() argument 'name': expected 'namespace::name' (identifiers), "
+                             f"got {name!r}")
+        if not isinstance(function, _core.Function):
+            raise TypeError(f"{where} argument 'function': expected a tensorplug Function (a kernel library's "
+                            f"function), got {type(function).__name__}")
+        text = function.signature_text
+        if text is None:
+            raise ValueError(f"{where}: function {function.__name__!r} exports no signature; export it with "
+                             "TENSORPLUG_EXPORT (or a __tensorplugsig_ symbol) so its parameters are known")
+        params, result = parse_signature(text)
+        writes = (writes,) if isinstance(writes, str) else tuple(writes)
+        by_name = {p.name: p for p in params}
+        for w in writes:
+            p = by_name.get(w)
+            if p is None or p.kind not in ("view", "mview"):
+                raise ValueError(f"{where} argument 'writes': {w!r} is not a tensor view parameter of "
+                                 f"{function.__name__}({', '.join(by_name)})")
+        params = tuple(p._replace(written=p.written or p.name in writes) for p in params)
+        for p in params:
+            if not p.is_tensor and p.kind not in SCALAR_KINDS:
+                raise ValueError(f"{where}: parameter {p.name!r} is a {p.kind}; operators take tensors, int, "
+                                 "float, bool, str, device and dtype arguments only")
+        if result not in RESULT_KINDS:
+            raise ValueError(f"{where}: {function.__name__} returns a {result}; operators return tensors "
+                             "(tensor, std::tuple of tensors) or nothing (destination passing)")
+        if result == "void" and returns is not None:
+            raise ValueError(f"{where}: {function.__name__} returns nothing (destination passing): it needs no "
+                             "'returns' rule")
+        if result != "void" and returns is None:
+            first = next((p.name for p in params if p.is_tensor), "x")
+            raise ValueError(
+                f"{where}: {function.__name__} returns tensors it allocates, whose shapes a compiler must know "
+                f"before the kernel runs: declare them with returns=tensorplug.like({first!r}), "
+                "returns=tensorplug.Output(shape=..., dtype=...) (a tuple of them for several) or a shape "
+                "function (docs/compilers.md)")
+        try:
+            rule = compile_returns(returns, params)
+        except RuleError as e:
+            raise ValueError(f"{where}: {e}") from None
+        if result == "tuple" and not isinstance(returns, tuple):
+            raise ValueError(f"{where}: {function.__name__} returns a tuple of tensors: declare 'returns' as a "
+                             "tuple of rules, one per tensor")
+        if result == "tensor" and isinstance(returns, tuple) and len(returns) != 1:
+            raise ValueError(f"{where}: {function.__name__} returns one tensor, 'returns' declares {len(returns)}")
+        n_outputs = 0 if result == "void" else len(returns) if isinstance(returns, tuple) else 1
+
+        self.name = name
+        self.namespace, _, self.opname = name.partition("::")
+        self.function = function
+        self.params: tuple[Param, ...] = params
+        self.result = result
+        self.returns = returns
+        self.written: tuple[str, ...] = tuple(p.name for p in params if p.written)
+        self.n_outputs = n_outputs
+        self.__signature__ = inspect.signature(function)
+        self.__name__ = self.opname
+        self.__doc__ = f"Operator {name} calling kernel function {function.__name__}{self.__signature__}."
+        self._rule = rule
+        self._impls: dict[type, Any] = {}
+
+    # ------------------------------------------------------------------------ calls ----
+    def __call__(self, *args, **kwargs):
+        # Written for graph tracers too (torch.compile inlines it): plain dict lookups of
+        # types resolved beforehand; only a type never seen reaches resolve().
+        impls = self._impls
+        for arg in args:
+            impl = impls.get(type(arg), _MISSING)
+            if impl is _MISSING:
+                impl = self.resolve(type(arg))
+            if impl is not None:
+                return impl(*args, **kwargs)
+        for arg in kwargs.values():
+            impl = impls.get(type(arg), _MISSING)
+            if impl is _MISSING:
+                impl = self.resolve(type(arg))
+            if impl is not None:
+                return impl(*args, **kwargs)
+        return self.function(*args, **kwargs)
+
+    def resolve(self, arg_type: type):
+        """Ask the adapters which callable runs this op for an argument of ``arg_type``
+        (hook ``tensorplug_op_impl``) and cache the answer (None: the kernel function).
+        An adapter whose compiler traces calls without running Python hooks (torch.compile)
+        calls it ahead, when it registers the op, for every type a traced call can show."""
+        impl = registry.op_impl(self, arg_type)
+        if impl is not None and not callable(impl):
+            raise TypeError(f"tensorplug_op_impl returned {impl!r} for {self.name} and {arg_type.__qualname__}: "
+                            "expected a callable or None")
+        self._impls[arg_type] = impl
+        return impl
+
+    # ------------------------------------------------------------ for the adapters ----
+    def bind(self, args, kwargs=None) -> dict[str, Any]:
+        """The arguments of a call by parameter name, in signature order (TypeError
+        naming the op when they do not fit its signature)."""
+        try:
+            return dict(self.__signature__.bind(*args, **(kwargs or {})).arguments)
+        except TypeError as e:
+            raise TypeError(f"{self.name}: {e}") from None
+
+    def output_specs(self, bound: dict[str, Any]) -> tuple[TensorSpec, ...]:
+        """The :class:`tensorplug.TensorSpec` of each tensor the kernel returns, from the ``returns``
+        rule, for arguments ``bound`` by name with tensors given as TensorSpec (adapters
+        convert their traced tensors). Empty for a destination-passing kernel."""
+        if self._rule is None:
+            return ()
+        try:
+            specs = self._rule(bound)
+        except (RuleError, TypeError) as e:
+            raise type(e)(f"{self.name}: output rule: {e}") from None
+        return specs
+
+    def __repr__(self) -> str:
+        return f"<tensorplug.Op {self.name} -> {self.function.__name__}{self.__signature__}>"
+
+    def _reresolve(self) -> None:
+        # Adapters changed: ask again for every type seen, so that a traced call still
+        # finds each of them resolved.
+        seen = list(self._impls)
+        self._impls.clear()
+        for arg_type in seen:
+            self.resolve(arg_type)
+
+
+# Declared ops by name. Kept for the life of the process, as frameworks keep their
+# registrations (a torch.library op cannot be removed).
+_ops: dict[str, Op] = {}
+_ops_lock = threading.Lock()
+
+
+def op(name: str, function, *, returns=None, writes=()) -> Op:
+    """Declare the kernel ``function`` as the operator ``name`` (``"namespace::name"``) of
+    every framework with a graph compiler, and return it as an :class:`tensorplug.Op`.
+
+    ``returns``: the output rule of a kernel that returns tensors it allocates
+    (``FromEnvAlloc``): ``tensorplug.like("x")``, ``tensorplug.Output(shape, dtype,
+    device=None)``, a tuple of them, or a shape function (see :mod:`tensorplug.shapes`).
+    A kernel that returns nothing (destination passing) takes none.
+
+    ``writes``: the names of the tensor parameters the kernel writes in place; kernels that
+    declare written parameters in their C++ signature need not repeat them.
+
+    Each adapter is told about the op (hook ``tensorplug_op_declared``): the torch adapter
+    registers ``torch.ops.<namespace>.<name>`` at once when torch is imported, else when
+    the op is first called with torch tensors. ValueError when the name is taken, the
+    signature has kinds no compiler can trace (func, any), or a rule does not fit.
+    """
+    made = Op(name, function, returns=returns, writes=writes)
+    with _ops_lock:
+        if name in _ops:
+            raise ValueError(f"tensorplug.op: an op named {name!r} is already declared "
+                             f"(for function {_ops[name].function.__name__!r}); op names are process-wide")
+        _ops[name] = made
+    try:
+        registry.op_declared(made)
+        for arg_type in _SCALAR_TYPES:
+            made.resolve(arg_type)
+    except BaseException:
+        with _ops_lock:
+            del _ops[name]
+        raise
+    return made
+
+
+def get_op(name: str) -> Op | None:
+    """The op declared as ``name``, or None."""
+    return _ops.get(name)
+
+
+def _adapters_changed(plugin) -> None:
+    # Every op asks the adapters again; an adapter registered later hears of every op.
+    declared = getattr(plugin, "tensorplug_op_declared", None)
+    for made in list(_ops.values()):
+        if declared is not None:
+            declared(op=made)
+        made._reresolve()
+
+
+registry.listeners.append(_adapters_changed)
+
+__all__ = ["Op", "Param", "get_op", "op", "parse_signature"]

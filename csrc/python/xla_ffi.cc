@@ -1,0 +1,634 @@
+// The XLA FFI handler: runs an exported tensorplug function as an XLA custom call
+// (jax.ffi.ffi_call inside jax.jit, vmap, grad).
+//
+// One handler per platform serves every op. The op's name arrives as the string attribute
+// `tp_op`; its plan (which XLA argument, result or attribute feeds each parameter) is
+// registered from Python by xla_ffi_define before the op is traced. Per call the handler
+// turns XLA buffers into DLTensor views (no copy), attributes into scalars, binds XLA's
+// stream as the env stream and an allocator that hands out XLA's result buffers in order
+// (Tensor::FromEnvAlloc), calls the function through the C ABI, and checks what it
+// returned. It runs on XLA's threads without the GIL and touches no Python object.
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common.h"
+#include "function_object.h"
+#include "tensorplug/dtype.h"
+#include "xla_ffi_api.h"
+
+namespace tensorplug::py {
+
+namespace {
+
+// XLA's names, declared here so that they win over the core's own (tensorplug::Error is
+// the kernel API's exception, py::CallFrame the core's call frame).
+using namespace xla_ffi;
+using xla_ffi::Api;
+using xla_ffi::Args;
+using xla_ffi::Attrs;
+using xla_ffi::Buffer;
+using xla_ffi::ByteSpan;
+using xla_ffi::CallFrame;
+using xla_ffi::DataType;
+using xla_ffi::Error;
+using xla_ffi::Rets;
+using xla_ffi::Scalar;
+
+// ------------------------------------------------------------------- plans ----
+// Where a parameter's value comes from.
+enum class Source : int32_t {
+  kInput = 0,   // XLA argument buffer `index`, read-only
+  kOutput = 1,  // XLA result buffer `index` (a written parameter; aliased to its input)
+  kAttr = 2,    // attribute `attr`; absent means None (optional parameters only)
+  kNone = 3,    // always None
+};
+
+struct ParamPlan {
+  Source source;
+  int32_t index;
+  std::string attr;
+  int32_t kind;  // the TPTypeIndex the function takes: view, tensor, int, float, bool, str, dtype
+  std::string name;
+};
+
+struct OpPlan {
+  std::string name;
+  TPFunctionHandle func;  // one reference, never released (plans live for the process)
+  TPPackedFunc entry;
+  void* self;
+  std::vector<ParamPlan> params;
+  int32_t n_inputs;   // XLA arguments
+  int32_t n_outputs;  // results that are written parameters (first in XLA's results)
+  int32_t n_alloc;    // results the function allocates with FromEnvAlloc (after them)
+  int32_t n_strings;  // str and dtype parameters
+};
+
+// Plans never die: XLA executables compiled against a plan may run until the process ends.
+// Redefining a name installs a new plan and keeps the old one.
+std::shared_mutex g_plans_mutex;
+std::unordered_map<std::string_view, OpPlan*>& Plans() {
+  static auto* plans = new std::unordered_map<std::string_view, OpPlan*>();
+  return *plans;
+}
+
+// Bumped by every definition: invalidates the per-thread caches below.
+std::atomic<uint64_t> g_plans_generation{1};
+
+// The plan named `name`. Each XLA thread remembers the last plan it ran (calls in a loop
+// run one op after another), which saves the lock and the hash (about 40 ns a call).
+const OpPlan* FindPlan(std::string_view name) {
+  struct LastPlan {
+    uint64_t generation;
+    const OpPlan* plan;
+  };
+  thread_local LastPlan last __attribute__((tls_model("initial-exec"))) = {0, nullptr};
+  const uint64_t generation = g_plans_generation.load(std::memory_order_acquire);
+  if (last.generation == generation && last.plan->name == name) return last.plan;
+  std::shared_lock lock(g_plans_mutex);
+  auto it = Plans().find(name);
+  if (it == Plans().end()) return nullptr;
+  last = LastPlan{generation, it->second};
+  return it->second;
+}
+
+// ------------------------------------------------------------------ dtypes ----
+// XLA element types that have a DLPack equivalent.
+struct DTypeEntry {
+  DataType xla;
+  DLDataType dl;
+};
+constexpr DTypeEntry kDTypes[] = {
+    {kPred, {kDLBool, 8, 1}},    {kS8, {kDLInt, 8, 1}},        {kS16, {kDLInt, 16, 1}},
+    {kS32, {kDLInt, 32, 1}},     {kS64, {kDLInt, 64, 1}},      {kU8, {kDLUInt, 8, 1}},
+    {kU16, {kDLUInt, 16, 1}},    {kU32, {kDLUInt, 32, 1}},     {kU64, {kDLUInt, 64, 1}},
+    {kF16, {kDLFloat, 16, 1}},   {kF32, {kDLFloat, 32, 1}},    {kF64, {kDLFloat, 64, 1}},
+    {kBF16, {kDLBfloat, 16, 1}}, {kC64, {kDLComplex, 64, 1}},  {kC128, {kDLComplex, 128, 1}},
+};
+
+const DTypeEntry* FromXla(DataType dtype) {
+  // Direct index: XLA's element type codes are small (a call converts every buffer).
+  static const auto kByCode = [] {
+    std::array<const DTypeEntry*, 32> table{};
+    for (const auto& entry : kDTypes) table[entry.xla] = &entry;
+    return table;
+  }();
+  return static_cast<uint32_t>(dtype) < kByCode.size() ? kByCode[dtype] : nullptr;
+}
+
+std::string ShapeText(DLDataType dtype, int64_t ndim, const int64_t* shape) {
+  std::string text = DataTypeToString(dtype) + "[";
+  for (int64_t i = 0; i < ndim; ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+// ------------------------------------------------------------------ errors ----
+Error* MakeError(const Api* api, ErrorCode code, const std::string& message) {
+  ErrorCreateArgs args{TP_XLA_FFI_END(ErrorCreateArgs, errc), nullptr, message.c_str(), code};
+  return api->error_create(&args);
+}
+
+ErrorCode CodeForKind(const char* kind) {
+  if (!strcmp(kind, "ValueError") || !strcmp(kind, "TypeError") || !strcmp(kind, "IndexError") ||
+      !strcmp(kind, "KeyError") || !strcmp(kind, "OverflowError"))
+    return kErrorInvalidArgument;
+  if (!strcmp(kind, "MemoryError")) return kErrorResourceExhausted;
+  if (!strcmp(kind, "NotImplementedError")) return kErrorUnimplemented;
+  return kErrorInternal;
+}
+
+// ------------------------------------------------------- the call in flight ----
+// What the result allocator needs; one per handler invocation, found through a
+// thread-local (DLPackManagedTensorAllocator has no context argument).
+struct XlaCall {
+  const OpPlan* plan;
+  Rets* rets;
+  DLDevice device;
+  int32_t next_alloc;
+  // The managed tensors FromEnvAlloc hands out, one per allocated result: they describe
+  // XLA's buffers, own nothing (no deleter) and live in the handler's frame, because the
+  // buffers themselves are valid for the call only.
+  DLManagedTensorVersioned* slots;
+  int64_t* slot_strides;  // rank entries per slot, in result order
+  std::string error;      // set when the allocator refused, so the handler reports it as is
+};
+thread_local XlaCall* tls_call __attribute__((tls_model("initial-exec"))) = nullptr;
+
+// Row-major compact strides, as XLA lays buffers out by default.
+void FillStrides(int64_t rank, const int64_t* dims, int64_t* strides) {
+  int64_t step = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    strides[i] = step;
+    step *= dims[i] > 1 ? dims[i] : 1;
+  }
+}
+
+bool IsCompact(const DLTensor& t) {
+  if (t.strides == nullptr) return true;
+  int64_t expected = 1;
+  for (int32_t i = t.ndim - 1; i >= 0; --i) {
+    if (t.shape[i] != 1 && t.strides[i] != expected) return false;
+    expected *= t.shape[i] > 0 ? t.shape[i] : 1;
+  }
+  return true;
+}
+
+// FromEnvAlloc inside the handler: result buffer n_outputs + k for the k-th allocation,
+// after checking that the kernel asks for exactly the shape the op's shape rule declared.
+int AllocXlaResultImpl(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                       void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
+  XlaCall* call = tls_call;
+  // Request errors (ValueError): TPEnvAllocTensor then reports them as they are, without
+  // probing the allocator again. The first message of a call is the one kept.
+  auto fail = [&](const char* kind, std::string message) {
+    if (call && call->error.empty()) call->error = message;
+    set_error(error_ctx, kind, message.c_str());
+    return -1;
+  };
+  if (call == nullptr) return fail("RuntimeError", "the XLA result allocator was used outside an XLA call");
+  const OpPlan& plan = *call->plan;
+  const int32_t k = call->next_alloc;
+  // Messages are built on the error paths only: this runs once per result, per call.
+  auto call_text = [&] { return "op '" + plan.name + "': Tensor::FromEnvAlloc call " + std::to_string(k + 1); };
+  if (k >= plan.n_alloc) {
+    return fail("ValueError", call_text() + " (" + ShapeText(prototype->dtype, prototype->ndim, prototype->shape) +
+                                    ") is one more than the " + std::to_string(plan.n_alloc) +
+                                    " result(s) its shape rule declares");
+  }
+  const Buffer* buffer = static_cast<const Buffer*>(call->rets->rets[plan.n_outputs + k]);
+  const DTypeEntry* entry = FromXla(buffer->dtype);
+  bool same = entry && prototype->ndim == buffer->rank && prototype->dtype.code == entry->dl.code &&
+              prototype->dtype.bits == entry->dl.bits && prototype->dtype.lanes == 1;
+  for (int32_t i = 0; same && i < prototype->ndim; ++i) same = prototype->shape[i] == buffer->dims[i];
+  if (!same) {
+    return fail("ValueError", call_text() + " asked for " + ShapeText(prototype->dtype, prototype->ndim, prototype->shape) +
+                                  ", but the op's shape rule declares " +
+                                  (entry ? ShapeText(entry->dl, buffer->rank, buffer->dims) : std::string("?")) +
+                                  " for result " + std::to_string(k));
+  }
+  if (prototype->device.device_type != call->device.device_type ||
+      prototype->device.device_id != call->device.device_id) {
+    return fail("ValueError", call_text() + " asked for device type " + std::to_string(prototype->device.device_type) +
+                                  ":" + std::to_string(prototype->device.device_id) + ", but XLA runs it on " +
+                                  std::to_string(call->device.device_type) + ":" +
+                                  std::to_string(call->device.device_id));
+  }
+  if (!IsCompact(*prototype)) {
+    return fail("ValueError", call_text() + " asked for non-contiguous strides; XLA results are row-major contiguous");
+  }
+  DLManagedTensorVersioned* slot = &call->slots[k];
+  int64_t* strides = call->slot_strides;
+  for (int32_t j = 0; j < k; ++j) strides += call->slots[j].dl_tensor.ndim;
+  FillStrides(buffer->rank, buffer->dims, strides);
+  *slot = DLManagedTensorVersioned{};
+  slot->version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  slot->dl_tensor = DLTensor{buffer->data, call->device, prototype->ndim, prototype->dtype, buffer->dims, strides, 0};
+  *out = slot;
+  call->next_alloc = k + 1;
+  return 0;
+}
+
+// The allocator C code calls (TPEnvAllocTensor): exceptions (out of memory while building a
+// message) stop here.
+int AllocXlaResult(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                   void (*set_error)(void* error_ctx, const char* kind, const char* message)) noexcept {
+  try {
+    return AllocXlaResultImpl(prototype, out, error_ctx, set_error);
+  } catch (...) {
+    set_error(error_ctx, "MemoryError", "out of memory");
+    return -1;
+  }
+}
+
+// Restores the thread's env stream, allocator and call record whatever happens.
+struct EnvScope {
+  DLDevice device;
+  void* saved_stream;
+  DLPackManagedTensorAllocator saved_alloc;
+  XlaCall* saved_call;
+  EnvScope(DLDevice d, void* stream, XlaCall* call) : device(d), saved_stream(nullptr) {
+    // XLA:CPU has no stream, and a CPU stream is set only inside a tensorplug call from
+    // Python, never around an XLA computation: the CPU entry is already NULL.
+    if (d.device_type != kDLCPU) saved_stream = TPEnvSetStream(d.device_type, d.device_id, stream);
+    saved_alloc = TPEnvSetAllocator(AllocXlaResult);
+    saved_call = tls_call;
+    tls_call = call;
+  }
+  ~EnvScope() {
+    tls_call = saved_call;
+    TPEnvSetAllocator(saved_alloc);
+    if (device.device_type != kDLCPU) TPEnvSetStream(device.device_type, device.device_id, saved_stream);
+  }
+};
+
+// `n` values of T in the handler's frame, on the heap only past kInline.
+template <class T, size_t kInline>
+struct FrameArray {
+  T inline_items[kInline];
+  std::unique_ptr<T[]> heap;
+  T* data;
+  explicit FrameArray(size_t n) : data(n <= kInline ? inline_items : (heap.reset(new T[n]), heap.get())) {}
+};
+
+// A view of XLA buffer `buffer` with compact strides written to `strides`.
+bool ViewOf(const Buffer* buffer, DLDevice device, int64_t* strides, DLTensor* out) {
+  const DTypeEntry* entry = FromXla(buffer->dtype);
+  if (entry == nullptr) return false;
+  FillStrides(buffer->rank, buffer->dims, strides);
+  *out = DLTensor{buffer->data, device, static_cast<int32_t>(buffer->rank), entry->dl, buffer->dims, strides, 0};
+  return true;
+}
+
+const void* FindAttr(const Attrs& attrs, std::string_view name, AttrType* type) {
+  for (int64_t i = 0; i < attrs.size; ++i) {
+    const ByteSpan* n = attrs.names[i];
+    if (n->len == name.size() && std::memcmp(n->ptr, name.data(), n->len) == 0) {
+      *type = attrs.types[i];
+      return attrs.attrs[i];
+    }
+  }
+  return nullptr;
+}
+
+// The value of a scalar attribute as int64/double; false for non-numeric element types.
+bool ScalarValue(const Scalar* s, int64_t* i, double* d, bool* is_float) {
+  *is_float = false;
+  switch (s->dtype) {
+    case kPred: *i = *static_cast<const bool*>(s->value); return true;
+    case kS8: *i = *static_cast<const int8_t*>(s->value); return true;
+    case kS16: *i = *static_cast<const int16_t*>(s->value); return true;
+    case kS32: *i = *static_cast<const int32_t*>(s->value); return true;
+    case kS64: *i = *static_cast<const int64_t*>(s->value); return true;
+    case kU8: *i = *static_cast<const uint8_t*>(s->value); return true;
+    case kU16: *i = *static_cast<const uint16_t*>(s->value); return true;
+    case kU32: *i = *static_cast<const uint32_t*>(s->value); return true;
+    case kU64: *i = static_cast<int64_t>(*static_cast<const uint64_t*>(s->value)); return true;
+    case kF32: *d = *static_cast<const float*>(s->value); *is_float = true; return true;
+    case kF64: *d = *static_cast<const double*>(s->value); *is_float = true; return true;
+    default: return false;
+  }
+}
+
+// Checks one returned tensor against result buffer `k` of the allocated results: it must be
+// that buffer (FromEnvAlloc), or -- on CPU -- a tensor of its shape, copied into it.
+bool TakeResult(const OpPlan& plan, Rets* rets, DLDevice device, int32_t k, TPAny* value, std::string* error) {
+  if (value->type_index != kTPTensor) {
+    *error = "op '" + plan.name + "' returned a non-tensor value where its shape rule declares result " +
+             std::to_string(k);
+    return false;
+  }
+  const DLTensor& t = value->v_tensor->dl_tensor;
+  const Buffer* buffer = static_cast<const Buffer*>(rets->rets[plan.n_outputs + k]);
+  if (t.data == buffer->data && t.byte_offset == 0) return true;
+  const DTypeEntry* entry = FromXla(buffer->dtype);
+  bool same = entry && t.ndim == buffer->rank && t.dtype.code == entry->dl.code && t.dtype.bits == entry->dl.bits &&
+              t.dtype.lanes == 1;
+  for (int32_t i = 0; same && i < t.ndim; ++i) same = t.shape[i] == buffer->dims[i];
+  if (!same) {
+    *error = "op '" + plan.name + "' returned " + ShapeText(t.dtype, t.ndim, t.shape) + " as result " +
+             std::to_string(k) + ", but its shape rule declares " +
+             (entry ? ShapeText(entry->dl, buffer->rank, buffer->dims) : std::string("?"));
+    return false;
+  }
+  if (device.device_type != kDLCPU || t.device.device_type != kDLCPU || !IsCompact(t)) {
+    *error = "op '" + plan.name + "' returned result " + std::to_string(k) +
+             " in memory XLA does not own; allocate results with Tensor::FromEnvAlloc";
+    return false;
+  }
+  int64_t numel = 1;
+  for (int32_t i = 0; i < t.ndim; ++i) numel *= t.shape[i];
+  std::memcpy(buffer->data, static_cast<const char*>(t.data) + t.byte_offset,
+              static_cast<size_t>(numel) * ((t.dtype.bits + 7) / 8));
+  return true;
+}
+
+Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
+  const Api* api = frame->api;
+  if (frame->extension_start != nullptr && frame->extension_start->type == kExtensionMetadata) {
+    // XLA asks which API version the handler was built for.
+    auto* extension = reinterpret_cast<MetadataExtension*>(frame->extension_start);
+    Metadata* metadata = extension->metadata;
+    metadata->api_version = ApiVersion{TP_XLA_FFI_END(ApiVersion, minor_version), nullptr, kApiMajor, kApiMinor};
+    metadata->traits = 0;
+    return nullptr;
+  }
+  if (frame->struct_size < TP_XLA_FFI_END(CallFrame, attrs)) {
+    return MakeError(api, kErrorFailedPrecondition, "tensorplug: XLA call frame is older than XLA FFI 0.1");
+  }
+  if (frame->stage != kExecute) return nullptr;
+
+  AttrType type;
+  const auto* op_name = static_cast<const ByteSpan*>(FindAttr(frame->attrs, "tp_op", &type));
+  if (op_name == nullptr || type != kAttrString) {
+    return MakeError(api, kErrorInvalidArgument, "tensorplug XLA handler called without its 'tp_op' attribute");
+  }
+  const OpPlan* plan_ptr = FindPlan(std::string_view(op_name->ptr, op_name->len));
+  if (plan_ptr == nullptr) {
+    return MakeError(api, kErrorNotFound,
+                     "tensorplug op '" + std::string(op_name->ptr, op_name->len) +
+                         "' is not defined in this process (define it with tensorplug.op before running the "
+                         "computation)");
+  }
+  const OpPlan& plan = *plan_ptr;
+  if (frame->args.size != plan.n_inputs || frame->rets.size != plan.n_outputs + plan.n_alloc) {
+    return MakeError(api, kErrorInvalidArgument,
+                     "op '" + plan.name + "': XLA passed " + std::to_string(frame->args.size) + " argument(s) and " +
+                         std::to_string(frame->rets.size) + " result(s), expected " + std::to_string(plan.n_inputs) +
+                         " and " + std::to_string(plan.n_outputs + plan.n_alloc));
+  }
+
+  DLDevice device{device_type, 0};
+  void* stream = nullptr;
+  if (device_type != kDLCPU) {
+    if (api->struct_size >= TP_XLA_FFI_END(Api, device_ordinal_get)) {
+      DeviceOrdinalGetArgs args{TP_XLA_FFI_END(DeviceOrdinalGetArgs, device_ordinal), nullptr, frame->ctx, 0};
+      if (Error* error = api->device_ordinal_get(&args)) return error;
+      device.device_id = args.device_ordinal;
+    }
+    StreamGetArgs args{TP_XLA_FFI_END(StreamGetArgs, stream), nullptr, frame->ctx, nullptr};
+    if (Error* error = api->stream_get(&args)) return error;
+    stream = args.stream;
+  }
+
+  // Arguments: views of XLA's buffers (written parameters writable), attribute values.
+  for (int64_t i = 0; i < frame->args.size + frame->rets.size; ++i) {
+    const auto* buffer = static_cast<const Buffer*>(i < frame->args.size ? frame->args.args[i]
+                                                                         : frame->rets.rets[i - frame->args.size]);
+    if (buffer->rank < 0 || buffer->rank > TP_MAX_NDIM) {
+      return MakeError(api, kErrorInvalidArgument, "op '" + plan.name + "': an XLA buffer has " +
+                                                       std::to_string(buffer->rank) + " dimensions; tensorplug takes at most " +
+                                                       std::to_string(TP_MAX_NDIM));
+    }
+  }
+  const size_t n = plan.params.size();
+  size_t total_rank = 0;
+  for (int64_t i = 0; i < frame->args.size; ++i) total_rank += static_cast<const Buffer*>(frame->args.args[i])->rank;
+  for (int64_t i = 0; i < frame->rets.size; ++i) total_rank += static_cast<const Buffer*>(frame->rets.rets[i])->rank;
+  FrameArray<TPAny, 16> args(n);
+  FrameArray<DLTensor, 16> views(n);
+  FrameArray<int64_t, 64> strides(2 * total_rank + 1);  // views (at most every buffer), then result slots
+  FrameArray<DLManagedTensorVersioned, 4> slots(static_cast<size_t>(plan.n_alloc));
+  std::vector<std::string> strings;  // str and dtype attributes, NUL-terminated (stable: reserved)
+  if (plan.n_strings > 0) strings.reserve(plan.n_strings);
+  for (size_t i = 0; i < n; ++i) args.data[i] = TPAny{};
+  size_t strides_used = 0;
+  auto release_args = [&] {
+    for (size_t i = 0; i < n; ++i) TPAnyRelease(&args.data[i]);
+  };
+  auto arg_error = [&](const ParamPlan& p, const std::string& what) {
+    release_args();
+    return MakeError(api, kErrorInvalidArgument, plan.name + "() argument '" + p.name + "': " + what);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const ParamPlan& p = plan.params[i];
+    TPAny& a = args.data[i];
+    switch (p.source) {
+      case Source::kInput:
+      case Source::kOutput: {
+        const bool written = p.source == Source::kOutput;
+        const Buffer* buffer = static_cast<const Buffer*>(written ? frame->rets.rets[p.index] : frame->args.args[p.index]);
+        DLTensor& view = views.data[i];
+        if (!ViewOf(buffer, device, strides.data + strides_used, &view)) {
+          return arg_error(p, "XLA element type " + std::to_string(buffer->dtype) + " has no DLPack equivalent");
+        }
+        strides_used += buffer->rank;
+        if (p.kind == kTPTensor) {
+          DLManagedTensorVersioned* managed = DescribeWithoutOwning(view, written ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY);
+          if (managed == nullptr) return arg_error(p, "out of memory");
+          a.type_index = kTPTensor;
+          a.v_tensor = managed;
+        } else {
+          a.type_index = kTPDLTensorPtr;
+          a.flags = written ? 0u : TP_ANY_FLAG_READ_ONLY;
+          a.v_dltensor = &view;
+        }
+        break;
+      }
+      case Source::kAttr: {
+        const void* value = FindAttr(frame->attrs, p.attr, &type);
+        if (value == nullptr) break;  // None (the Python side omits None attributes)
+        if (p.kind == kTPRawStr || p.kind == kTPDataType) {
+          if (type != kAttrString) return arg_error(p, "expected a string attribute");
+          const auto* span = static_cast<const ByteSpan*>(value);
+          std::string& text = strings.emplace_back(span->ptr, span->len);
+          if (p.kind == kTPDataType) {
+            a.type_index = kTPDataType;
+            if (!DTypeFromString(text.c_str(), &a.v_dtype)) return arg_error(p, "unknown dtype '" + text + "'");
+          } else {
+            a.type_index = kTPRawStr;
+            a.v_c_str = text.c_str();
+          }
+          break;
+        }
+        int64_t iv = 0;
+        double dv = 0;
+        bool is_float = false;
+        if (type != kAttrScalar || !ScalarValue(static_cast<const Scalar*>(value), &iv, &dv, &is_float)) {
+          return arg_error(p, "expected a numeric scalar attribute");
+        }
+        if (p.kind == kTPFloat) {
+          a.type_index = kTPFloat;
+          a.v_float64 = is_float ? dv : static_cast<double>(iv);
+        } else if (is_float) {
+          return arg_error(p, "expected an integer attribute, got a float");
+        } else {
+          a.type_index = p.kind == kTPBool ? kTPBool : kTPInt;
+          a.v_int64 = p.kind == kTPBool ? (iv != 0) : iv;
+        }
+        break;
+      }
+      case Source::kNone:
+        break;
+    }
+  }
+
+  XlaCall call{&plan, &frame->rets, device, 0, slots.data, strides.data + total_rank, std::string()};
+  TPAny result{};
+  int rc;
+  {
+    EnvScope env(device, stream, &call);
+    rc = plan.entry(plan.self, args.data, static_cast<int32_t>(n), &result);
+  }
+  // kTPTensor arguments were moved into the callee; views own nothing.
+  if (rc != 0) {
+    if (!call.error.empty()) return MakeError(api, kErrorInvalidArgument, call.error);
+    const char* kind = "RuntimeError";
+    const char* message = "unknown error";
+    TPErrorGet(&kind, &message);
+    std::string text = plan.name + "(): " + kind + ": " + message;
+    ErrorCode code = CodeForKind(kind);
+    TPErrorClear();
+    return MakeError(api, code, text);
+  }
+
+  // Results: the function's tensors must be XLA's result buffers, in order.
+  std::string error;
+  int32_t returned = 0;
+  bool ok = true;
+  if (result.type_index == kTPTuple) {
+    returned = result.v_tuple->size;
+    for (int32_t k = 0; ok && k < returned && k < plan.n_alloc; ++k)
+      ok = TakeResult(plan, &frame->rets, device, k, &result.v_tuple->items[k], &error);
+  } else if (result.type_index != kTPNone) {
+    returned = 1;
+    if (plan.n_alloc >= 1) ok = TakeResult(plan, &frame->rets, device, 0, &result, &error);
+  }
+  TPAnyRelease(&result);
+  if (!ok) return MakeError(api, kErrorInvalidArgument, error);
+  if (returned != plan.n_alloc) {
+    return MakeError(api, kErrorInvalidArgument,
+                     "op '" + plan.name + "' returned " + std::to_string(returned) +
+                         " tensor(s), but its shape rule declares " + std::to_string(plan.n_alloc));
+  }
+  return nullptr;
+}
+
+// The handlers XLA calls: no C++ exception may cross into XLA.
+template <DLDeviceType kDevice>
+Error* Run(CallFrame* frame) noexcept {
+  try {
+    return RunOp(frame, kDevice);
+  } catch (const std::bad_alloc&) {
+    return MakeError(frame->api, kErrorResourceExhausted, "tensorplug XLA handler: out of memory");
+  } catch (const std::exception& e) {
+    return MakeError(frame->api, kErrorInternal, std::string("tensorplug XLA handler: ") + e.what());
+  } catch (...) {
+    return MakeError(frame->api, kErrorInternal, "tensorplug XLA handler: unknown C++ exception");
+  }
+}
+Error* RunOnCpu(CallFrame* frame) { return Run<kDLCPU>(frame); }
+Error* RunOnCuda(CallFrame* frame) { return Run<kDLCUDA>(frame); }
+
+// ------------------------------------------------------------------ Python ----
+// xla_ffi_handler(platform) -> capsule of the handler for "cpu" or "cuda".
+PyObject* HandlerPy(PyObject*, PyObject* platform) {
+  const char* name = PyUnicode_AsUTF8(platform);
+  if (name == nullptr) return nullptr;
+  Handler* handler = nullptr;
+  if (!strcmp(name, "cpu")) handler = RunOnCpu;
+  if (!strcmp(name, "cuda")) handler = RunOnCuda;
+  if (handler == nullptr) {
+    PyErr_Format(PyExc_ValueError, "xla_ffi_handler(): platform must be 'cpu' or 'cuda', got '%s'", name);
+    return nullptr;
+  }
+  return PyCapsule_New(reinterpret_cast<void*>(handler), "xla._CUSTOM_CALL_TARGET", nullptr);
+}
+
+// xla_ffi_define(name, function, params, n_inputs, n_outputs, n_alloc): params is a sequence
+// of (parameter name, source, index, attribute name, kind) with source 0..3 (Source) and kind
+// one of view, tensor, int, float, bool, str, dtype.
+PyObject* DefinePy(PyObject*, PyObject* args) {
+  const char* name;
+  PyObject* function;
+  PyObject* params;
+  int n_inputs, n_outputs, n_alloc;
+  if (!PyArg_ParseTuple(args, "sOOiii:xla_ffi_define", &name, &function, &params, &n_inputs, &n_outputs, &n_alloc))
+    return nullptr;
+  TPFunctionHandle func = FunctionHandleOf(function);
+  if (func == nullptr) {
+    PyErr_Format(PyExc_TypeError, "xla_ffi_define(): expected a tensorplug.Function, got %s",
+                 Py_TYPE(function)->tp_name);
+    return nullptr;
+  }
+  auto plan = std::make_unique<OpPlan>();
+  plan->name = name;
+  plan->n_inputs = n_inputs;
+  plan->n_outputs = n_outputs;
+  plan->n_alloc = n_alloc;
+  plan->n_strings = 0;
+  PyObject* seq = PySequence_Fast(params, "xla_ffi_define(): params must be a sequence");
+  if (seq == nullptr) return nullptr;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+    const char *pname, *attr, *kind;
+    int source, index;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "siiss", &pname, &source, &index, &attr, &kind)) {
+      Py_DECREF(seq);
+      return nullptr;
+    }
+    static const std::pair<const char*, int32_t> kKinds[] = {
+        {"view", kTPDLTensorPtr}, {"tensor", kTPTensor}, {"int", kTPInt}, {"float", kTPFloat},
+        {"bool", kTPBool},        {"str", kTPRawStr},    {"dtype", kTPDataType}};
+    int32_t code = -1;
+    for (const auto& [text, value] : kKinds)
+      if (!strcmp(text, kind)) code = value;
+    const bool bad_index = (source == 0 && (index < 0 || index >= n_inputs)) ||
+                           (source == 1 && (index < 0 || index >= n_outputs));
+    if (code < 0 || source < 0 || source > 3 || bad_index) {
+      PyErr_Format(PyExc_ValueError, "xla_ffi_define(): bad plan for parameter '%s' (source %d, index %d, kind '%s')",
+                   pname, source, index, kind);
+      Py_DECREF(seq);
+      return nullptr;
+    }
+    plan->params.push_back(ParamPlan{static_cast<Source>(source), index, attr, code, pname});
+    if (code == kTPRawStr || code == kTPDataType) plan->n_strings++;
+  }
+  Py_DECREF(seq);
+  TPFunctionRetain(func);
+  plan->func = func;
+  plan->entry = TPFunctionGetEntry(func, &plan->self);
+  OpPlan* raw = plan.release();
+  std::unique_lock lock(g_plans_mutex);
+  Plans()[std::string_view(raw->name)] = raw;  // a previous plan stays alive (see Plans)
+  g_plans_generation.fetch_add(1, std::memory_order_acq_rel);
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kXlaFfiMethods[] = {
+    {"xla_ffi_handler", GuardedMethod<HandlerPy>(), METH_O, "xla_ffi_handler(platform) -> XLA FFI handler capsule ('cpu' or 'cuda')"},
+    {"xla_ffi_define", GuardedMethod<DefinePy>(), METH_VARARGS,
+     "xla_ffi_define(name, function, params, n_inputs, n_outputs, n_alloc): the plan of an op's XLA calls"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+}  // namespace
+
+bool InitXlaFfi(PyObject* module) { return PyModule_AddFunctions(module, kXlaFfiMethods) == 0; }
+
+}  // namespace tensorplug::py

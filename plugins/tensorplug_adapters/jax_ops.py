@@ -1,0 +1,167 @@
+"""tensorplug ops as XLA custom calls: what makes ``op(x, ...)`` work inside ``jax.jit``.
+
+Each op becomes an XLA FFI target named after it, served by the core's compiled handler
+(``tensorplug.exchange.xla_ffi_handler``). A call is traced as one ``jax.ffi.ffi_call``:
+
+- tensor arguments are XLA operands; a parameter the kernel writes is an operand aliased to
+  a result (jax arrays are immutable: its new value is returned, not written in place);
+- int, float, bool, str and dtype arguments are XLA attributes, so they must be static
+  Python values, not traced ones;
+- the op's output rule gives the shapes of the tensors the kernel allocates with
+  ``Tensor::FromEnvAlloc``; inside the handler that allocator hands out XLA's result
+  buffers in order, checked against the rule.
+
+The call returns the written parameters' new values, then the allocated tensors: one array
+when there is one, a tuple when there are several, None when there are none. ``jax.vmap``
+runs the kernel once per batch element (``vmap_method="sequential"``).
+
+Like every plugin module, this one imports no framework: it runs only once a jax value is
+in hand, and finds jax in ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from tensorplug import Device, exchange
+from tensorplug.shapes import TensorSpec, dtype_name
+
+# Plan sources (csrc/python/xla_ffi.cc, Source).
+_INPUT, _OUTPUT, _ATTR, _NONE = 0, 1, 2, 3
+_ATTR_KINDS = ("int", "float", "bool", "str", "dtype")
+# The platforms the core has a handler for, as jax names them.
+_PLATFORMS = {"cpu": "cpu", "cuda": "CUDA"}
+
+_lock = threading.Lock()
+_targets: set[str] = set()  # op names registered with XLA
+_plans: set[str] = set()  # plan keys defined in the core
+
+
+def _jax():
+    return sys.modules["jax"]
+
+
+def register_target(op) -> None:
+    """Register ``op.name`` as an XLA FFI target on every platform the core serves (once)."""
+    with _lock:
+        if op.name in _targets:
+            return
+        jax = _jax()
+        for platform, jax_platform in _PLATFORMS.items():
+            try:
+                jax.ffi.register_ffi_target(op.name, exchange.xla_ffi_handler(platform), platform=jax_platform)
+            except Exception:  # noqa: BLE001  (a jaxlib without that platform)
+                if platform == "cpu":
+                    raise
+        _targets.add(op.name)
+
+
+class JaxOp:
+    """The callable the jax adapter hands an op for jax values (``tensorplug_op_impl``)."""
+
+    def __init__(self, op):
+        self.op = op
+        self.__name__ = op.opname
+        self.__doc__ = op.__doc__
+
+    def __call__(self, *args, **kwargs):
+        op = self.op
+        jax = _jax()
+        register_target(op)
+        bound = op.bind(args, kwargs)
+
+        # Operands (tensor arguments), attributes (the rest), and the plan of this call.
+        operands, specs, plan, attrs, aliases = [], {}, [], {}, {}
+        written = []
+        for p in op.params:
+            value = bound.get(p.name)
+            if p.is_tensor:
+                if value is None:
+                    if not p.optional:
+                        raise TypeError(f"{op.name}() argument '{p.name}': expected a tensor, got None")
+                    plan.append((p.name, _NONE, 0, "", "view"))
+                    specs[p.name] = None
+                    continue
+                array = value if isinstance(value, (jax.Array, jax.core.Tracer)) else jax.numpy.asarray(value)
+                specs[p.name] = TensorSpec(tuple(array.shape), dtype_name(array.dtype), _device_of(array))
+                kind = "tensor" if p.kind == "tensor" else "view"
+                if p.written:
+                    aliases[len(operands)] = len(written)
+                    plan.append((p.name, _OUTPUT, len(written), "", kind))
+                    written.append(array)
+                else:
+                    plan.append((p.name, _INPUT, len(operands), "", kind))
+                operands.append(array)
+                continue
+            if p.kind not in _ATTR_KINDS:
+                raise TypeError(f"{op.name}() argument '{p.name}': {p.kind} arguments cannot be passed to a "
+                                "kernel inside jax (XLA attributes are numbers and strings); call the kernel "
+                                "function eagerly instead")
+            specs[p.name] = value
+            plan.append((p.name, _ATTR, 0, p.name, p.kind))
+            if value is not None:
+                attrs[p.name] = _attribute(op, p, value)
+
+        allocated = op.output_specs(specs)
+        key = _define_plan(op, plan, len(operands), len(written), len(allocated))
+        result_shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in written]
+        result_shapes += [jax.ShapeDtypeStruct(tuple(s.shape), jax.numpy.dtype(s.dtype)) for s in allocated]
+        call = jax.ffi.ffi_call(op.name, result_shapes, has_side_effect=not result_shapes,
+                                vmap_method="sequential", input_output_aliases=aliases)
+        results = call(*operands, tp_op=key, **attrs)
+        if not result_shapes:
+            return None
+        return results[0] if len(results) == 1 else tuple(results)
+
+
+def _device_of(array) -> Device:
+    devices = getattr(array, "devices", None)
+    if devices is not None:
+        try:
+            device = next(iter(devices()))
+            return Device("cpu" if device.platform == "cpu" else "cuda", device.id if device.platform != "cpu" else 0)
+        except Exception:  # noqa: BLE001  (a tracer: no concrete device)
+            pass
+    return Device("cpu", 0) if _jax().default_backend() == "cpu" else Device("cuda", 0)
+
+
+def _attribute(op, p, value):
+    """The XLA attribute for scalar argument ``value`` of parameter ``p``."""
+    jax = _jax()
+    numpy = sys.modules["numpy"]  # jax imports numpy
+    if isinstance(value, jax.core.Tracer):
+        raise TypeError(f"{op.name}() argument '{p.name}': a traced value cannot be a kernel's {p.kind} argument "
+                        "inside jax.jit (XLA attributes are compile-time constants); pass a Python "
+                        f"{p.kind} (mark it static with jax.jit(..., static_argnames=...)) or a 0-d array "
+                        "to a tensor parameter")
+    if p.kind == "str":
+        if not isinstance(value, str):
+            raise TypeError(f"{op.name}() argument '{p.name}': expected a str, got {type(value).__name__}")
+        return value
+    if p.kind == "dtype":
+        return dtype_name(value)
+    try:
+        if p.kind == "bool":
+            return numpy.bool_(bool(value))
+        if p.kind == "int":
+            if isinstance(value, float):
+                raise TypeError
+            return numpy.int64(int(value))
+        return numpy.float64(float(value))
+    except (TypeError, ValueError):
+        raise TypeError(f"{op.name}() argument '{p.name}': expected {p.kind}, got {type(value).__name__}") from None
+
+
+def _define_plan(op, plan, n_inputs, n_outputs, n_alloc) -> str:
+    """Define the plan of this call's form in the core (once); returns its key, which the
+    handler receives as the attribute ``tp_op``. Calls that leave optional tensors out
+    have a plan of their own."""
+    absent = [name for (name, source, *_rest) in plan if source == _NONE]
+    key = f"{op.name}/without:{','.join(absent)}" if absent else op.name
+    if key not in _plans:
+        with _lock:
+            if key not in _plans:
+                exchange.xla_ffi_define(key, op.function, plan, n_inputs, n_outputs, n_alloc)
+                _plans.add(key)
+    return key

@@ -1,0 +1,218 @@
+"""torch's side of :func:`tensorplug.op`: each op becomes a ``torch.library`` custom op.
+
+The schema comes from the kernel's exported signature (:func:`schema`): tensors are
+``Tensor`` (``Tensor(a!)`` when written: a mutated argument), ints ``SymInt``, floats
+``float``, bools ``bool``, strings ``str``, devices ``Device``, dtypes ``ScalarType``, each
+with ``?`` when optional; the result is ``()``, ``Tensor`` or a tuple of them. The fake
+(meta) implementation makes empty tensors from the op's output rule, so ``torch.compile``,
+``torch.export`` and ``functionalize`` trace the op as one node; its real implementation
+calls the kernel. Users attach a backward with ``torch.library.register_autograd(op.name,
+...)``, as for any custom op.
+
+Registration happens when the op is declared if torch is imported, else right after torch
+is imported (a ``sys.meta_path`` finder that watches for the one name ``torch`` while ops
+wait, and removes itself), so that an op first met inside ``torch.compile`` is already a
+torch op: dynamo traces ``Op.__call__``'s cache lookups but cannot run the adapter hooks.
+torch is never imported here.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from importlib.abc import MetaPathFinder
+
+from tensorplug import Device, TensorSpec, output_framework
+from tensorplug.shapes import dtype_name
+
+_SCHEMA_TYPES = {"view": "Tensor", "tensor": "Tensor", "mview": "Tensor", "int": "SymInt", "float": "float",
+                 "bool": "bool", "str": "str", "device": "Device", "dtype": "ScalarType"}
+
+_lock = threading.RLock()
+_pending: list = []           # ops declared before torch was imported
+_overloads: dict[str, object] = {}  # op name -> torch.ops.<ns>.<name>.default
+_libraries: dict[str, object] = {}  # namespace -> torch.library.Library (kept: dropping one removes its ops)
+
+
+def schema(op) -> str:
+    """The ``torch.library`` schema of ``op``: ``"(Tensor x, Tensor(a!) out, float alpha) -> ()"``."""
+    parts = []
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    for p in op.params:
+        kind = _SCHEMA_TYPES[p.kind]
+        if p.written:
+            kind = f"Tensor({next(letters)}!)"
+        parts.append(f"{kind}{'?' if p.optional else ''} {p.name}")
+    results = {0: "()", 1: "Tensor"}.get(op.n_outputs) or "(" + ", ".join(["Tensor"] * op.n_outputs) + ")"
+    return f"({', '.join(parts)}) -> {results}"
+
+
+def declared(op) -> None:
+    """Hook ``tensorplug_op_declared``: register now if torch is imported, else when it is."""
+    torch = sys.modules.get("torch")
+    with _lock:
+        if torch is None or not hasattr(torch, "library"):  # absent, or being imported
+            _pending.append(op)
+            _install_watcher()
+            return
+        _register_pending(torch)
+        _register(torch, op)
+
+
+def impl(op, arg_type):
+    """Hook ``tensorplug_op_impl``: the torch operator for torch tensors."""
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "library") or not issubclass(arg_type, _claimed(torch)):
+        return None
+    with _lock:
+        _register_pending(torch)
+        return _overloads.get(op.name)
+
+
+def _claimed(torch) -> tuple:
+    # torch tensors, and torch devices and dtypes (which also say the call is torch's).
+    return (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool, torch.device, torch.dtype)
+
+
+def _register_pending(torch) -> None:
+    while _pending:
+        _register(torch, _pending.pop(0))
+
+
+def _register(torch, op) -> None:
+    if op.name in _overloads:
+        return
+    # torch.library's low-level API: torch.library.custom_op wraps each call in Python
+    # checks (about 50 us per eager call against about 10 us, docs/decisions.md).
+    lib = _libraries.get(op.namespace)
+    if lib is None:
+        lib = _libraries[op.namespace] = torch.library.Library(op.namespace, "FRAGMENT")
+    lib.define(f"{op.opname}{schema(op)}")
+    lib.impl(op.opname, _kernel(op), "CompositeExplicitAutograd")
+    fake = _fake(torch, op) if op.n_outputs else _no_outputs
+    torch.library.register_fake(op.name, fake, lib=lib)
+    _overloads[op.name] = getattr(getattr(torch.ops, op.namespace), op.opname).default
+    # Every type a traced call can show for a torch argument, resolved now.
+    for arg_type in (torch.Tensor, torch.nn.Parameter, torch.SymInt, torch.SymFloat, torch.SymBool,
+                     torch.device, torch.dtype):
+        op.resolve(arg_type)
+
+
+def _no_outputs(*args):
+    # A destination-passing kernel returns nothing: its fake does nothing either.
+    return None
+
+
+def _kernel(op):
+    function = op.function
+    if any(p.is_tensor for p in op.params):
+        # The dispatcher calls the compiled function itself: no Python frame in between.
+        return function
+    # No tensor argument decides the output framework: ask for torch tensors.
+    as_torch = output_framework("torch")
+
+    def kernel(*args):
+        with as_torch:
+            return function(*args)
+
+    kernel.__name__ = op.opname
+    return kernel
+
+
+def _fake(torch, op):
+    names = [p.name for p in op.params]
+    tensors = {p.name for p in op.params if p.is_tensor}
+    single = op.n_outputs == 1
+
+    def fake(*args):
+        bound = dict(zip(names, args))
+        for name in tensors:
+            x = bound[name]
+            if x is not None:
+                bound[name] = TensorSpec(tuple(x.shape), dtype_name(x.dtype), Device(x.device.type, x.device.index or 0))
+        try:
+            outs = tuple(torch.empty(spec.shape, dtype=_torch_dtype(torch, spec.dtype),
+                                     device=_torch_device(torch, spec.device))
+                         for spec in op.output_specs(bound))
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError, ZeroDivisionError) as e:
+            # A RuntimeError stops dynamo with this message; a TypeError would be taken for
+            # a graph break, silently running the op eagerly.
+            raise RuntimeError(f"{e}" if str(e).startswith(op.name) else f"{op.name}: output rule: {e}") from e
+        return outs[0] if single else outs
+
+    fake.__name__ = f"{op.opname}_fake"
+    return fake
+
+
+def _torch_dtype(torch, name: str):
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"dtype {name!r} is not a torch dtype")
+    return dtype
+
+
+def _torch_device(torch, device: Device):
+    name = "cuda" if device.type in ("cuda", "rocm") else device.type
+    return torch.device(name) if name == "cpu" else torch.device(name, device.index)
+
+
+class _TorchImportWatcher(MetaPathFinder):
+    """Registers the waiting ops right after ``import torch`` completes, then leaves
+    ``sys.meta_path``. It answers only for the name ``torch`` and finds nothing itself: it
+    wraps the loader that the other finders return."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "torch":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _ThenRegister(spec.loader)
+                return spec
+        return None
+
+
+_watcher: _TorchImportWatcher | None = None
+
+
+def _install_watcher() -> None:
+    global _watcher
+    if _watcher is None:
+        _watcher = _TorchImportWatcher()
+        sys.meta_path.insert(0, _watcher)
+
+
+def _uninstall_watcher() -> None:
+    global _watcher
+    if _watcher is not None:
+        try:
+            sys.meta_path.remove(_watcher)
+        except ValueError:
+            pass
+        _watcher = None
+
+
+class _ThenRegister:
+    """A loader running ``loader`` and then registering the waiting ops."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        # The module is torch, fully imported. Restore the real loader for anything that reads it.
+        module.__loader__ = self.loader
+        if module.__spec__ is not None:
+            module.__spec__.loader = self.loader
+        _uninstall_watcher()
+        with _lock:
+            _register_pending(module)
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)

@@ -1,0 +1,133 @@
+"""The curated mutations of the mutation check (tests/mutation/run.py).
+
+Each is a bug a test must catch: a file, an exact snippet occurring there once, what
+replaces it, and the tests that must fail (a pytest selection, kept small so the check
+stays fast). When the code moves, update the file and snippet here: a snippet that is not
+found stops the check with an error. The first five are the bugs of issue 15 that the suite
+once missed.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Mutation(NamedTuple):
+    name: str
+    file: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    why: str
+
+
+ARGUMENTS = "csrc/python/arguments.cc"  # argument conversion, the primary tensor
+CALL_ENV = "csrc/python/call_env.h"     # what a call sets and restores (stream, allocator, output)
+ERRORS = "csrc/python/errors.cc"        # error kinds to Python exceptions
+VALUES = "csrc/python/values.cc"        # results to Python (output conversion)
+DEVICE_RULES = "tests/test_device_rules.py"
+
+
+def kit(selection: str) -> tuple[str, ...]:
+    """The conformance kit, as the suite runs it, restricted to ``selection`` (-k)."""
+    return ("tests/test_conformance.py", "-k", selection)
+
+
+MUTATIONS = [
+    # ---- the five bugs issue 15 found unguarded ----------------------------------------
+    Mutation("primary-first-tensor", ARGUMENTS,
+             "if (frame.primary < 0 || (frame.primary_device.device_type == kDLCPU && view->device.device_type != kDLCPU)) {",
+             "if (frame.primary < 0) {",
+             (DEVICE_RULES,), "the first tensor is primary even when a later one is on a GPU"),
+    Mutation("stream-not-restored-on-error", CALL_ENV,
+             "if (stream_set_) TPEnvSetStream(",
+             "if (stream_set_ && !TPErrorGet(nullptr, nullptr)) TPEnvSetStream(",
+             (DEVICE_RULES, "-k", "restores"), "a failing call leaves its stream current"),
+    Mutation("negative-strides-refused-everywhere", VALUES,
+             "if (!output->negative_strides) {", "if (true) {",
+             kit("TestLayouts and numpy"), "every framework refuses negative-stride results"),
+    Mutation("alloc-with-primary-framework", CALL_ENV,
+             "TPEnvSetAllocator(output_ ? output_->api->managed_tensor_allocator : nullptr);",
+             "TPEnvSetAllocator(primary ? primary->api->managed_tensor_allocator : nullptr);",
+             (DEVICE_RULES, "-k", "output_framework"), "FromEnvAlloc ignores output_framework"),
+    Mutation("outermost-output-framework-wins", "core/tensorplug/_context.py",
+             "return (streams, self._table._c_table)", "return (streams, output or self._table._c_table)",
+             (DEVICE_RULES, "-k", "innermost"), "nested output_framework: the outermost wins"),
+    # ---- streams --------------------------------------------------------------------------
+    Mutation("framework-stream-never-asked", CALL_ENV,
+             "if (primary && device.device_type != kDLCPU && !overrides_.Overrides(",
+             "if (false && primary && device.device_type != kDLCPU && !overrides_.Overrides(",
+             (DEVICE_RULES, "-k", "current_stream"), "kernels run on the default stream, not the framework's"),
+    Mutation("stream-override-ignored", CALL_ENV,
+             "device.device_type != kDLCPU && !overrides_.Overrides(device.device_type, device.device_id)) {",
+             "device.device_type != kDLCPU) {",
+             (DEVICE_RULES, "-k", "override"), "the framework's stream beats use_raw_stream/use_stream"),
+    # ---- allocator ------------------------------------------------------------------------
+    Mutation("allocator-not-restored", CALL_ENV,
+             "      TPEnvSetAllocator(previous_alloc_);\n", "      (void)previous_alloc_;\n",
+             (DEVICE_RULES, "-k", "restores"), "the call's allocator stays bound after it"),
+    Mutation("python-allocation-read-only", "csrc/python/adapters.cc",
+             "wrapped->flags &= ~uint64_t(DLPACK_FLAG_BITMASK_READ_ONLY);", "",
+             (DEVICE_RULES, "-k", "fresh_allocations"), "tensors a Python allocator makes keep a read-only flag"),
+    # ---- read-only ------------------------------------------------------------------------
+    Mutation("read-only-probe-ignored", ARGUMENTS,
+             "(table->read_only == ReadOnlyPolicy::kProbe && table->is_read_only(obj))", "false",
+             kit("TestReadOnly and numpy"), "read-only numpy arrays enter kernels writable"),
+    Mutation("mutable-data-ptr-unchecked", "csrc/include/tensorplug/tensor.h",
+             "if (static_cast<const Derived*>(this)->is_read_only()) {", "if (false) {",
+             kit("TestReadOnly and numpy"), "kernels may write read-only tensors"),
+    # ---- strides and byte offsets ---------------------------------------------------------
+    Mutation("byte-offset-ignored", "csrc/include/tensorplug/tensor.h",
+             "return static_cast<char*>(t.data) + t.byte_offset;", "return static_cast<char*>(t.data);",
+             ("tests/test_exchange_details.py",), "data_ptr() forgets the DLPack byte_offset"),
+    Mutation("for-each-offset-abs-stride", "csrc/include/tensorplug/tensor.h",
+             "        offset += x.stride(d);\n", "        offset += x.stride(d) < 0 ? -x.stride(d) : x.stride(d);\n",
+             kit("TestLayouts and numpy and (negative or reversed)"), "ForEachOffset walks negative strides forward"),
+    Mutation("numpy-strides-in-bytes", "csrc/python/numpy_table.cc",
+             "strides[i] = byte_strides[i] >> shift;", "strides[i] = byte_strides[i];",
+             kit("TestLayouts and numpy and transposed"), "numpy strides reach kernels in bytes, not elements"),
+    # ---- dtypes ---------------------------------------------------------------------------
+    Mutation("numpy-int64-as-int32", "csrc/python/numpy_table.cc",
+             "case NPY_LONG: case NPY_LONGLONG: *out = {kDLInt, 64, 1}; return true;",
+             "case NPY_LONG: case NPY_LONGLONG: *out = {kDLInt, 32, 1}; return true;",
+             kit("TestDtypes and numpy and int64"), "numpy int64 arrays enter kernels as int32"),
+    Mutation("bfloat16-named-float16", "csrc/include/tensorplug/vocabulary.h",
+             'X(kDLBfloat, "bfloat", 1)', 'X(kDLBfloat, "float", 1)',
+             kit("TestDtypes and bfloat16 and dlpack"), "bfloat16 reads as float16"),
+    # ---- error kinds ----------------------------------------------------------------------
+    Mutation("index-error-as-runtime-error", ERRORS,
+             "if (kind == e.name) return *e.type;",
+             'if (kind == e.name) return std::string(e.name) == "IndexError" ? PyExc_RuntimeError : *e.type;',
+             kit("TestErrors and numpy"), "a kernel's IndexError reaches Python as RuntimeError"),
+    Mutation("unknown-kind-loses-its-name", ERRORS,
+             'PyErr_Format(PyExc_RuntimeError, "%s: %s", k.c_str(), m.c_str());',
+             "PyErr_SetString(PyExc_RuntimeError, m.c_str());",
+             kit("TestErrors and numpy"), "an unknown error kind is dropped from the message"),
+    # ---- output conversion ----------------------------------------------------------------
+    Mutation("results-never-converted", VALUES,
+             "if (!output) return TensorFromManaged(managed);", "return TensorFromManaged(managed);",
+             kit("TestOutput and numpy"), "results come back as tensorplug.Tensor, not the caller's type"),
+    Mutation("complex-check-skipped", ARGUMENTS,
+             "if (table->complex_check && view->dtype.code == kDLComplex) {", "if (false) {",
+             ("tests/test_bad_input.py", "-k", "conjugate"), "torch conjugate views pass silently"),
+    # ---- lifetime -------------------------------------------------------------------------
+    Mutation("library-unloaded-under-its-tensors", "csrc/runtime/module.cc",
+             "dlopen(path, RTLD_NOW | visibility | RTLD_NODELETE)", "dlopen(path, RTLD_NOW | visibility)",
+             ("tests/test_lifetime.py",), "a library's code is unmapped while its tensors live"),
+    # ---- registries -----------------------------------------------------------------------
+    Mutation("global-func-override-unchecked", "csrc/runtime/function.cc",
+             "    if (!allow_override) {\n", "    if (false) {\n",
+             ("tests/test_global_funcs.py",), "a global function is replaced without override=True"),
+    Mutation("adapter-cache-kept-on-register", "core/tensorplug/_registry.py",
+             "            self.sources.setdefault(id(plugin), (None, None))\n            _core.clear_adapter_cache()\n",
+             "            self.sources.setdefault(id(plugin), (None, None))\n",
+             ("tests/test_adapter_registry.py",), "a newly registered adapter is not asked for cached types"),
+    # ---- the kit --------------------------------------------------------------------------
+    Mutation("kit-skips-undeclared-refusals", "core/tensorplug/testing/conformance.py",
+             "    if refusal is None:\n        pytest.fail(",
+             "    if refusal is None:\n        pytest.skip(message)\n        pytest.fail(",
+             ("tests/test_conformance_kit.py", "-k", "refusals"), "the kit skips an undeclared refusal"),
+    Mutation("report-without-partial", "core/tensorplug/testing/report.py",
+             "if any(not is_missing(reason) for reason in self.skipped):", "if False:",
+             ("tests/test_conformance_kit.py", "-k", "skip_reasons"), "the report says passed whatever was skipped"),
+]
