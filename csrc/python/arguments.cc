@@ -482,7 +482,7 @@ bool ConvertViews(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, con
       view = &managed->dl_tensor;
     }
     if (!CheckTensorLayout(*view, "tensor", PyExc_BufferError)) return AnnotateError(f, i, param, item), false;
-    if (table->complex_check && view->dtype.code == kDLComplex) {
+    if (view->dtype.code == kDLComplex && table->complex_check) {  // as for single tensors
       PyObject* ok = PyObject_CallOneArg(table->complex_check, e);
       if (!ok) return AnnotateError(f, i, param, item), false;
       Py_DECREF(ok);
@@ -490,8 +490,8 @@ bool ConvertViews(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, con
     items[k].type_index = kTPDLTensorPtr;
     items[k].flags = read_only ? TP_ANY_FLAG_READ_ONLY : 0;
     items[k].v_dltensor = view;
-    // The primary rule looks inside lists, in order.
-    if (frame.primary < 0 || (frame.primary_device.device_type == kDLCPU && view->device.device_type != kDLCPU)) {
+    // The primary rule looks inside lists, in order (the same rule as for single tensors).
+    if (frame.primary < 0 || (view->device.device_type != kDLCPU && frame.primary_device.device_type == kDLCPU)) {
       frame.primary = i;
       frame.primary_device = view->device;
       frame.primary_table = table;
