@@ -7,8 +7,23 @@ import inspect
 _ANNOTATIONS = {
     "view": "Tensor", "tensor": "Tensor", "int": "int", "float": "float", "bool": "bool",
     "str": "str", "device": "Device", "dtype": "DType", "func": "Callable", "any": "Any",
-    "void": "None", "tuple": "tuple",
+    "void": "None", "tuple": "tuple", "views": "Sequence[Tensor]", "list": "list[Tensor]",
+    "ints": "Sequence[int]",
 }
+
+
+def _default(text: str) -> object:
+    """The value of a default's literal in a signature string ("1.0", "3", "True", "'fast'", "None")."""
+    if text == "None":
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1]
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
 
 
 def build(name: str, text: str | None) -> inspect.Signature:
@@ -19,9 +34,13 @@ def build(name: str, text: str | None) -> inspect.Signature:
     params = []
     for item in filter(None, params_text.split(";")):
         pname, _, kind = item.partition(":")
+        kind, has_default, default_text = kind.partition("=")
+        default = _default(default_text) if has_default else inspect.Parameter.empty
         optional = kind.startswith("?")
         annotation = _ANNOTATIONS.get(kind.lstrip("?"), kind)
         if optional:
             annotation = f"Optional[{annotation}]"
-        params.append(inspect.Parameter(pname, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation))
-    return inspect.Signature(params, return_annotation=_ANNOTATIONS.get(result, result))
+        params.append(inspect.Parameter(pname, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation,
+                                        default=default))
+    return_annotation = "list[int]" if result == "ints" else _ANNOTATIONS.get(result, result)
+    return inspect.Signature(params, return_annotation=return_annotation)

@@ -27,7 +27,7 @@ _PARAM_KINDS = frozenset(_core.VOCABULARY["param_kinds"])
 TENSOR_KINDS = frozenset({"view", "tensor", "mview"}) & _PARAM_KINDS
 WRITTEN_KINDS = frozenset({"mview"}) & _PARAM_KINDS
 SCALAR_KINDS = frozenset({"int", "float", "bool", "str", "device", "dtype"})
-UNTRACEABLE_KINDS = frozenset({"func", "any"})
+UNTRACEABLE_KINDS = frozenset({"func", "any", "views", "ints"})  # lists: not traced by ops yet (issue 12)
 RESULT_KINDS = frozenset({"void", "tensor", "tuple"})
 
 # Python scalar types, resolved when an op is declared (a tracer cannot run the hooks).

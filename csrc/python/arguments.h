@@ -1,11 +1,15 @@
 // Converting a call's Python arguments to TPAny, and what the call must undo afterwards.
 #pragma once
+#include <vector>
+
 #include "function_object.h"
 
 namespace tensorplug::py {
 
 constexpr int kMaxArgs = 64;
-constexpr int kInlineArgs = 16;  // frames for up to this many arguments live on the stack
+constexpr int kInlineArgs = 16;
+constexpr int kMaxListItems = 512;  // tensors in one list argument (docs/calling.md, "Limits")
+constexpr int kScratchInts = 4096;  // ints in one int-array argument (one scratch block)  // frames for up to this many arguments live on the stack
 
 template <int N>
 struct FrameStorage {
@@ -13,19 +17,25 @@ struct FrameStorage {
   DLTensor views[N];
   DLManagedTensorVersioned* owned[N];
   TPFunctionHandle funcs[N];
+  PyObject* kept[N];
 };
 
 // Everything a call must undo.
 struct CallFrame {
   template <int N>
   explicit CallFrame(FrameStorage<N>& storage)
-      : packed(storage.packed), views(storage.views), owned(storage.owned), funcs(storage.funcs) {}
+      : packed(storage.packed), views(storage.views), owned(storage.owned), funcs(storage.funcs), kept(storage.kept) {}
   TPAny* packed;
   DLTensor* views;
   DLManagedTensorVersioned** owned;  // owning exports used as views: freed after the call
   int num_owned = 0;
   TPFunctionHandle* funcs;           // functions made for Python callables
   int num_funcs = 0;
+  PyObject** kept;                   // snapshots of list arguments (tuples), held for the call
+  int num_kept = 0;
+  // Owning exports of list items used as views (adapters without a view export): freed
+  // after the call; allocated only when a list has such items.
+  std::vector<DLManagedTensorVersioned*>* item_owned = nullptr;
   int primary = -1;
   DLDevice primary_device{kDLCPU, 0};
   AdapterTable* primary_table = nullptr;
@@ -35,8 +45,17 @@ struct CallFrame {
       if (owned[i]->deleter) owned[i]->deleter(owned[i]);
     }
     num_owned = 0;
+    if (item_owned) {
+      for (DLManagedTensorVersioned* m : *item_owned) {
+        if (m->deleter) m->deleter(m);
+      }
+      delete item_owned;
+      item_owned = nullptr;
+    }
     for (int i = 0; i < num_funcs; ++i) TPFunctionRelease(funcs[i]);
     num_funcs = 0;
+    for (int i = 0; i < num_kept; ++i) Py_DECREF(kept[i]);
+    num_kept = 0;
     // Owning tensors not yet handed to the callee.
     for (int i = 0; i < upto; ++i) {
       if (packed[i].type_index == kTPTensor) TPAnyRelease(&packed[i]);
@@ -56,12 +75,14 @@ bool ConvertAny(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
 
 // Helpers for converters. Each returns/leaves a Python error set naming the function and
 // the argument ("scale() argument 2 'y': expected an int, got str").
-PyObject* ArgError(FunctionObject* f, int index, const Param* param, const char* expected, PyObject* obj);
+// `item` >= 0: the error concerns that item of a list argument ("argument 1 'xs' item 3").
+PyObject* ArgError(FunctionObject* f, int index, const Param* param, const char* expected, PyObject* obj,
+                   int item = -1);
 // "scale() argument 2 'y'" (the parameter's name from the signature when `param` is null
 // and the signature is known); nullptr with an error set when out of memory.
 PyObject* ArgumentLabel(FunctionObject* f, int index, const Param* param);
 // Prefix the Python error already set with the argument it concerns.
-void AnnotateError(FunctionObject* f, int index, const Param* param);
+void AnnotateError(FunctionObject* f, int index, const Param* param, int item = -1);
 // 0: converted; -1: a specific error is set (an index out of range); -2: not a device
 // (an error may be set, the caller replaces it).
 int ToDevice(PyObject* obj, DLDevice* out);

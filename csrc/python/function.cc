@@ -24,17 +24,30 @@ PyObject* TooManyArgs(FunctionObject* f, Py_ssize_t nargs) {
 
 PyObject* ArityError(FunctionObject* f, Py_ssize_t nargs) {
   std::string names;
-  for (const auto& p : f->sig->params) names += (names.empty() ? "" : ", ") + p.name;
+  for (const auto& p : f->sig->params) {
+    names += (names.empty() ? "" : ", ") + p.name;
+    if (p.default_value) names += "=" + p.default_text;
+  }
   size_t n = f->sig->params.size();
-  return PyErr_Format(PyExc_TypeError, "%U() takes %zu argument%s (%s), got %zd", f->name, n, n == 1 ? "" : "s",
-                      names.c_str(), nargs);
+  size_t required = f->sig->required;
+  std::string count = required == n ? std::to_string(n) : std::to_string(required) + " to " + std::to_string(n);
+  return PyErr_Format(PyExc_TypeError, "%U() takes %s argument%s (%s), got %zd", f->name, count.c_str(),
+                      n == 1 ? "" : "s", names.c_str(), nargs);
 }
+
+PyObject* CallWithKeywords(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames);
 
 PyObject* CallInFrame(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs, CallFrame& frame);
 
 PyObject* Call(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs) {
   const Signature* sig = f->sig;
-  if (sig->known && size_t(nargs) != sig->params.size()) return ArityError(f, nargs);
+  if (sig->known && size_t(nargs) != sig->params.size()) {
+    // Omitted trailing arguments with defaults: bound by the keyword path.
+    if (size_t(nargs) >= sig->required && size_t(nargs) < sig->params.size()) {
+      return CallWithKeywords(f, args, nargs, nullptr);
+    }
+    return ArityError(f, nargs);
+  }
   if (nargs <= kInlineArgs) {
     FrameStorage<kInlineArgs> storage;
     CallFrame frame(storage);
@@ -93,14 +106,18 @@ PyObject* CallInFrame(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs
   // A callback exception the kernel caught must not outlive the call (it holds frames).
   if (ts.pending_exception && ts.call_depth == 0) Py_CLEAR(ts.pending_exception);
   if (result.type_index == kTPNone) Py_RETURN_NONE;  // the common in-place kernel
-  return ValueToPython(&result, output, f->name);
+  PyObject* value = ValueToPython(&result, output, f->name);
+  if (__builtin_expect(sig->result_is_list, 0) && value && PyTuple_CheckExact(value)) {
+    Py_SETREF(value, PySequence_List(value));
+  }
+  return value;
 }
 
 // Bind keyword arguments to positions using the signature's parameter names. Not inlined:
 // it would make the positional call path (the common one) save registers it never uses.
 __attribute__((noinline)) PyObject* CallWithKeywords(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   const Signature* sig = f->sig;
-  Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   if (!sig->known) {
     return PyErr_Format(PyExc_TypeError, "%U() takes no keyword arguments (its library exports no signature)",
                         f->name);
@@ -119,6 +136,7 @@ __attribute__((noinline)) PyObject* CallWithKeywords(FunctionObject* f, PyObject
     bound[pos] = args[nargs + k];
   }
   for (size_t i = 0; i < n; ++i) {
+    if (!bound[i]) bound[i] = sig->params[i].default_value;  // owned by the signature
     if (!bound[i]) return PyErr_Format(PyExc_TypeError, "%U() missing argument %zu '%s'", f->name, i + 1, sig->params[i].name.c_str());
   }
   return Call(f, bound.data(), Py_ssize_t(n));

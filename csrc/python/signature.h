@@ -30,12 +30,22 @@ struct Param {
   bool optional;
   ArgConverter convert;  // chosen by ParseSignature from kind and optional
   std::string name;
+  PyObject* default_value = nullptr;  // "alpha:float=1.0": owned by the Signature
+  std::string default_text;           // "1.0", for messages
 };
 
 struct Signature {
+  Signature() = default;
+  Signature(const Signature&) = delete;
+  Signature& operator=(const Signature&) = delete;
+  ~Signature() {  // deleted with the GIL held (FunctionDealloc)
+    for (Param& p : params) Py_XDECREF(p.default_value);
+  }
   bool known = false;  // false: accept any arguments, tensors as views
   std::vector<Param> params;
+  size_t required = 0;  // parameters before the first with a default
   std::string result;
+  bool result_is_list = false;  // "->list", "->ints": the kernel's tuple is shown as a Python list
   std::string text;
 };
 

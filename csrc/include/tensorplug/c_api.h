@@ -80,6 +80,8 @@ typedef enum {
   kTPStr = 10,      /* v_str: an owned TPString* */
   kTPTuple = 11,    /* v_tuple: an owned TPTuple* */
   kTPFunction = 12, /* v_func: one reference to a function */
+  kTPArray = 13,    /* v_array: a borrowed TPArray*, valid for the call (arguments only) */
+  kTPIntArray = 14, /* v_int_array: a borrowed TPIntArray*, valid for the call (arguments only) */
 } TPTypeIndex;
 
 /*
@@ -95,6 +97,8 @@ typedef enum {
 typedef struct TPFunctionObj* TPFunctionHandle;
 typedef struct TPString TPString;
 typedef struct TPTuple TPTuple;
+typedef struct TPArray TPArray;
+typedef struct TPIntArray TPIntArray;
 
 /*
  * The 16-byte tagged value of the calling convention.
@@ -120,8 +124,25 @@ typedef struct {
     TPString* v_str;
     TPTuple* v_tuple;
     TPFunctionHandle v_func;
+    const TPArray* v_array;
+    const TPIntArray* v_int_array;
   };
 } TPAny;
+
+/*
+ * A borrowed list of values, lent for the call: a "views" argument (a list of tensors) has
+ * kTPDLTensorPtr items (TP_ANY_FLAG_READ_ONLY per item). The caller owns the items.
+ */
+struct TPArray {
+  int64_t size;
+  const TPAny* items;
+};
+
+/* A borrowed array of int64 (an "ints" argument: a shape, strides, indices), lent for the call. */
+struct TPIntArray {
+  int64_t size;
+  const int64_t* data;
+};
 
 /* An immutable UTF-8 string (data is NUL-terminated; size excludes the NUL). */
 struct TPString {
@@ -192,10 +213,17 @@ typedef int (*TPPackedFunc)(void* self, const TPAny* args, int32_t nargs, TPAny*
  * function so that callers can check arguments before the call:
  *     "name:kind;name:kind->result"      e.g. "x:view;y:view;alpha:float->tensor"
  * Parameter kinds: view (DLTensor*, passed as kTPDLTensorPtr), tensor (owning, passed
- * as kTPTensor), int, float, bool, str, device, dtype, func, any; a leading '?' marks an
- * optional value that also accepts None. Result kinds: void, int, float, bool, str,
- * device, dtype, tensor, tuple, func, any. A function without a signature accepts any
+ * as kTPTensor), int, float, bool, str, device, dtype, func, any, views (a list of
+ * tensors, passed as a kTPArray of kTPDLTensorPtr), ints (an int64 array, passed as a
+ * kTPIntArray); a leading '?' marks an optional value that also accepts None. Result kinds:
+ * void, int, float, bool, str, device, dtype, tensor, tuple, func, any, list (a kTPTuple of
+ * tensors the caller shows as a list), ints (a kTPTuple of kTPInt, shown as a list). A function without a signature accepts any
  * arguments (tensors are passed as views).
+ * A parameter may carry a default after '=': "alpha:float=1.0", "n:int=3", "flag:bool=True",
+ * "mode:str='fast'", "bias:?view=None" (the literal forms: an int, a float, True/False, a
+ * single-quoted string without quotes inside, None for an optional kind). Parameters with
+ * defaults come last. The Python binding fills omitted arguments from them; a C caller
+ * (TPFunctionCall) passes every argument.
  */
 
 /* Make a function from a closure; `deleter(self)` runs when the last reference goes. */

@@ -17,11 +17,13 @@
  *   DLDevice, DLDataType  kinds "device", "dtype"
  *   Function              kind "func"    (function.h)
  *   TPAny                 kind "any": the raw value, lent for the call
+ *   TensorViewList, std::vector<TensorView>   kind "views": a lent list of tensors (kTPArray)
+ *   IntArrayView, std::vector<int64_t>         kind "ints": an int64 array (kTPIntArray)
  *   std::optional<T>      kind "?<kind of T>": None gives std::nullopt
  * Supported result types (kind): void, integers (int), floating point (float), bool,
  * strings (str), DLDevice (device), DLDataType (dtype), Tensor (tensor; an undefined one
  * is None), Function (func), Any and TPAny (any; ownership passes to the caller),
- * std::tuple of these (tuple), std::optional of these (any, since result kinds have no
+ * std::tuple of these (tuple), std::vector<Tensor> (list), std::vector<int64_t> (ints), std::optional of these (any, since result kinds have no
  * optional marker). The kinds are those of tensorplug/vocabulary.h.
  *
  * Over 500 lines: one specialization per supported type, kept together so that this file
@@ -85,6 +87,8 @@ inline const char* TypeIndexName(const TPAny& value) noexcept {
     case kTPTensor: return value.v_tensor != nullptr ? "tensor" : "null tensor";
     case kTPTuple: return "tuple";
     case kTPFunction: return "function";
+    case kTPArray: return "list";
+    case kTPIntArray: return "int array";
     default: return "unknown value";
   }
 }
@@ -345,6 +349,28 @@ struct TypeCaster<TensorView> {
 };
 
 template <>
+struct TypeCaster<TensorViewList> {
+  static constexpr bool kIsArg = true, kIsResult = false, kIsCallArg = false, kConsumes = false;
+  static std::string ArgKind() { return "views"; }
+  static std::string Expected() { return "a list of tensors"; }
+  static bool Accepts(const TPAny& v) noexcept { return v.type_index == kTPArray && v.v_array != nullptr; }
+  static TensorViewList Convert(const TPAny& v) noexcept { return TensorViewList(v.v_array->items, v.v_array->size); }
+};
+
+// The same list copied into a vector (one allocation for the vector, none per item).
+template <>
+struct TypeCaster<std::vector<TensorView>> {
+  static constexpr bool kIsArg = true, kIsResult = false, kIsCallArg = false, kConsumes = false;
+  static std::string ArgKind() { return "views"; }
+  static std::string Expected() { return "a list of tensors"; }
+  static bool Accepts(const TPAny& v) noexcept { return TypeCaster<TensorViewList>::Accepts(v); }
+  static std::vector<TensorView> Convert(const TPAny& v) {
+    TensorViewList list = TypeCaster<TensorViewList>::Convert(v);
+    return std::vector<TensorView>(list.begin(), list.end());
+  }
+};
+
+template <>
 struct TypeCaster<Tensor> {
   static constexpr bool kIsArg = true, kIsResult = true, kIsCallArg = true, kConsumes = true;
   static std::string ArgKind() { return "tensor"; }
@@ -467,6 +493,64 @@ struct TypeCaster<std::tuple<Ts...>> {
   template <size_t... I>
   static void PackItems(std::tuple<Ts...>& value, TPAny* items, std::index_sequence<I...>) {
     (TypeCaster<std::decay_t<Ts>>::PackResult(std::move(std::get<I>(value)), &items[I]), ...);
+  }
+};
+
+// An int64 array (kind "ints"): a shape, strides, indices. The view is valid for the call.
+template <>
+struct TypeCaster<IntArrayView> {
+  static constexpr bool kIsArg = true, kIsResult = false, kIsCallArg = false, kConsumes = false;
+  static std::string ArgKind() { return "ints"; }
+  static std::string Expected() { return "a list of ints"; }
+  static bool Accepts(const TPAny& v) noexcept { return v.type_index == kTPIntArray && v.v_int_array != nullptr; }
+  static IntArrayView Convert(const TPAny& v) noexcept {
+    return IntArrayView(v.v_int_array->data, static_cast<size_t>(v.v_int_array->size));
+  }
+};
+
+template <>
+struct TypeCaster<std::vector<int64_t>> {
+  static constexpr bool kIsArg = true, kIsResult = true, kIsCallArg = false, kConsumes = false;
+  static std::string ArgKind() { return "ints"; }
+  static std::string ResultKind() { return "ints"; }
+  static std::string Expected() { return "a list of ints"; }
+  static bool Accepts(const TPAny& v) noexcept { return TypeCaster<IntArrayView>::Accepts(v); }
+  static std::vector<int64_t> Convert(const TPAny& v) {
+    IntArrayView a = TypeCaster<IntArrayView>::Convert(v);
+    return std::vector<int64_t>(a.begin(), a.end());
+  }
+  static void PackResult(const std::vector<int64_t>& value, TPAny* out) {
+    if (value.size() > size_t(std::numeric_limits<int32_t>::max())) throw std::bad_alloc();
+    TPAny tuple = detail::MakeNone();
+    tuple.v_tuple = TPTupleCreate(static_cast<int32_t>(value.size()));
+    if (tuple.v_tuple == nullptr) throw std::bad_alloc();
+    tuple.type_index = kTPTuple;
+    for (size_t i = 0; i < value.size(); ++i) {
+      tuple.v_tuple->items[i].type_index = kTPInt;
+      tuple.v_tuple->items[i].v_int64 = value[i];
+    }
+    *out = tuple;
+  }
+};
+
+// A list of tensors as a result (kind "list"): a Python list of the caller's framework type.
+template <>
+struct TypeCaster<std::vector<Tensor>> {
+  static constexpr bool kIsArg = false, kIsResult = true, kIsCallArg = false, kConsumes = false;
+  static std::string ResultKind() { return "list"; }
+  static void PackResult(std::vector<Tensor> value, TPAny* out) {
+    if (value.size() > size_t(std::numeric_limits<int32_t>::max())) throw std::bad_alloc();
+    TPAny tuple = detail::MakeNone();
+    tuple.v_tuple = TPTupleCreate(static_cast<int32_t>(value.size()));
+    if (tuple.v_tuple == nullptr) throw std::bad_alloc();
+    tuple.type_index = kTPTuple;
+    try {
+      for (size_t i = 0; i < value.size(); ++i) TypeCaster<Tensor>::PackResult(std::move(value[i]), &tuple.v_tuple->items[i]);
+    } catch (...) {
+      TPAnyRelease(&tuple);
+      throw;
+    }
+    *out = tuple;
   }
 };
 

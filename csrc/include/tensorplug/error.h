@@ -9,6 +9,7 @@
 #define TENSORPLUG_ERROR_H_
 
 #include <exception>
+#include <memory>
 #include <new>
 #include <sstream>
 #include <stdexcept>
@@ -74,6 +75,21 @@ struct ErrorThrower {
 /*! \brief "check failed: COND" -- so a CHECK message names the failed condition. */
 inline std::string CheckNote(const char* condition) {
   return std::string("check failed: ") + condition;
+}
+
+/*! \brief The kind of a comparison check: the one given, else "ValueError". */
+constexpr const char* CheckKind(const char* given) noexcept { return given[0] != '\0' ? given : "ValueError"; }
+
+/*!
+ * \brief Null when `holds`, else the note "check failed: A == B (3 vs. 4)" naming both
+ * values (printed with operator<<).
+ */
+template <class A, class B>
+std::unique_ptr<std::string> CheckOpNote(bool holds, const A& a, const B& b, const char* text) {
+  if (holds) return nullptr;
+  std::ostringstream os;
+  os << "check failed: " << text << " (" << a << " vs. " << b << ")";
+  return std::make_unique<std::string>(os.str());
 }
 
 /*! \brief "internal check failed: COND at FILE:LINE". */
@@ -142,6 +158,29 @@ inline void SetErrorFromCurrentException() noexcept {
          : ::tensorplug::detail::ErrorThrower() &         \
                ::tensorplug::detail::ErrorBuilder(        \
                    #Kind, ::tensorplug::detail::CheckNote(#cond))
+
+/*!
+ * \brief Comparison checks naming both values: `TENSORPLUG_CHECK_EQ(x.ndim(), 2) << "x must
+ * be 2-D";` throws ValueError "x must be 2-D (check failed: x.ndim() == 2 (3 vs. 2))" when
+ * x has 3 dims. An optional third argument gives the kind (`TENSORPLUG_CHECK_LT(i, n,
+ * IndexError)`). Each operand is evaluated once; both must be printable with operator<<.
+ * EQ ==, NE !=, LT <, LE <=, GT >, GE >=.
+ */
+#define TENSORPLUG_PRIVATE_CHECK_OP(op, a, b, ...)                                                    \
+  if (auto tensorplug_check_note_ = [&](const auto& tp_a_, const auto& tp_b_) {                     \
+        return ::tensorplug::detail::CheckOpNote(tp_a_ op tp_b_, tp_a_, tp_b_, #a " " #op " " #b);  \
+      }((a), (b));                                                                                  \
+      !tensorplug_check_note_) {                                                                    \
+  } else                                                                                            \
+    ::tensorplug::detail::ErrorThrower() &                                                          \
+        ::tensorplug::detail::ErrorBuilder(::tensorplug::detail::CheckKind(#__VA_ARGS__),           \
+                                           std::move(*tensorplug_check_note_))
+#define TENSORPLUG_CHECK_EQ(a, b, ...) TENSORPLUG_PRIVATE_CHECK_OP(==, a, b, __VA_ARGS__)
+#define TENSORPLUG_CHECK_NE(a, b, ...) TENSORPLUG_PRIVATE_CHECK_OP(!=, a, b, __VA_ARGS__)
+#define TENSORPLUG_CHECK_LT(a, b, ...) TENSORPLUG_PRIVATE_CHECK_OP(<, a, b, __VA_ARGS__)
+#define TENSORPLUG_CHECK_LE(a, b, ...) TENSORPLUG_PRIVATE_CHECK_OP(<=, a, b, __VA_ARGS__)
+#define TENSORPLUG_CHECK_GT(a, b, ...) TENSORPLUG_PRIVATE_CHECK_OP(>, a, b, __VA_ARGS__)
+#define TENSORPLUG_CHECK_GE(a, b, ...) TENSORPLUG_PRIVATE_CHECK_OP(>=, a, b, __VA_ARGS__)
 
 /*!
  * \brief An internal invariant: throws kind "InternalError" naming the condition, file and

@@ -281,10 +281,24 @@ struct CallInfo {
   const char* const* names;
 };
 
+/*!
+ * \brief Parameter i's name: names[i] up to an '=' ("alpha=1.0" declares the default 1.0,
+ * see TENSORPLUG_EXPORT); arg<i> without names.
+ */
+inline std::string ParamName(const char* const* names, size_t i) {
+  if (names == nullptr) return "arg" + std::to_string(i);
+  const char* eq = std::strchr(names[i], '=');
+  return eq ? std::string(names[i], eq) : std::string(names[i]);
+}
+
+/*! \brief "=1.0" for a parameter declared "alpha=1.0", else "". */
+inline std::string ParamDefault(const char* const* names, size_t i) {
+  const char* eq = names != nullptr ? std::strchr(names[i], '=') : nullptr;
+  return eq ? std::string(eq) : std::string();
+}
+
 inline std::string ArgLabel(const CallInfo& info, size_t i) {
-  std::string label = std::string(info.function) + "() argument " + std::to_string(i + 1) + " '";
-  label += info.names != nullptr ? std::string(info.names[i]) : "arg" + std::to_string(i);
-  return label + "'";
+  return std::string(info.function) + "() argument " + std::to_string(i + 1) + " '" + ParamName(info.names, i) + "'";
 }
 
 // Same wording as the Python-side check: "scale() takes 3 arguments (x, y, alpha), got 2".
@@ -292,7 +306,7 @@ inline std::string ArgLabel(const CallInfo& info, size_t i) {
   std::string names;
   for (size_t i = 0; i < expected; ++i) {
     if (i != 0) names += ", ";
-    names += info.names != nullptr ? std::string(info.names[i]) : "arg" + std::to_string(i);
+    names += ParamName(info.names, i);
   }
   TENSORPLUG_THROW(TypeError) << info.function << "() takes " << expected
                               << (expected == 1 ? " argument (" : " arguments (") << names
@@ -389,9 +403,10 @@ std::string MakeSignatureImpl(const char* const* names, R (*)(Args...)) {
   size_t i = 0;
   auto add = [&](const std::string& kind) {
     if (i != 0) signature += ';';
-    signature += names != nullptr ? std::string(names[i]) : "arg" + std::to_string(i);
+    signature += ParamName(names, i);
     signature += ':';
     signature += kind;
+    signature += ParamDefault(names, i);  // "alpha:float=1.0"
     ++i;
   };
   (add(TypeCaster<std::decay_t<Args>>::ArgKind()), ...);

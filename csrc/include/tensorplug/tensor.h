@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <limits>
 #include <new>
 #include <ostream>
@@ -237,6 +238,59 @@ class TensorView : public detail::TensorAccessors<TensorView> {
  private:
   const DLTensor* tensor_ = nullptr;
   bool read_only_ = false;
+};
+
+/*!
+ * \brief Bytes spanned by a compact tensor's elements: the element count times the bytes
+ * per element (all lanes, sub-byte types rounded up), as in DLPack's GetDataSize. What a
+ * custom allocator must provide for `tensor`.
+ */
+inline size_t GetDataSize(const DLTensor& tensor) noexcept {
+  return static_cast<size_t>(detail::Numel(tensor)) * ((size_t(tensor.dtype.bits) * tensor.dtype.lanes + 7) / 8);
+}
+
+/*!
+ * \brief A lent list of tensors (signature kind "views"; Python: a list or tuple of
+ * tensors of any frameworks). Item i is a TensorView valid for the call; nothing is
+ * copied or allocated to pass it.
+ */
+class TensorViewList {
+ public:
+  class iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = TensorView;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = TensorView;
+    explicit iterator(const TPAny* p) noexcept : p_(p) {}
+    TensorView operator*() const noexcept { return ToView(*p_); }
+    iterator& operator++() noexcept { return ++p_, *this; }
+    bool operator==(const iterator& o) const noexcept { return p_ == o.p_; }
+    bool operator!=(const iterator& o) const noexcept { return p_ != o.p_; }
+
+   private:
+    const TPAny* p_;
+  };
+
+  TensorViewList() noexcept = default;
+  TensorViewList(const TPAny* items, int64_t size) noexcept : items_(items), size_(size) {}
+  int64_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  /*! \brief Item i (0 <= i < size(), unchecked). */
+  TensorView operator[](int64_t i) const noexcept { return ToView(items_[i]); }
+  iterator begin() const noexcept { return iterator(items_); }
+  iterator end() const noexcept { return iterator(items_ + size_); }
+
+ private:
+  static TensorView ToView(const TPAny& v) noexcept {
+    if (v.type_index == kTPTensor) {
+      return TensorView(&v.v_tensor->dl_tensor, (v.v_tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
+    }
+    return TensorView(v.v_dltensor, (v.flags & TP_ANY_FLAG_READ_ONLY) != 0);
+  }
+  const TPAny* items_ = nullptr;
+  int64_t size_ = 0;
 };
 
 namespace detail {

@@ -113,7 +113,9 @@
   X(Str, "str")           \
   X(Device, "device")     \
   X(DType, "dtype")       \
-  X(Func, "func")
+  X(Func, "func")         \
+  X(Views, "views")       \
+  X(Ints, "ints")
 
 /* Result kinds of a signature string: X(Id, "name"). */
 #define TP_RESULT_KINDS(X) \
@@ -127,6 +129,8 @@
   X(Tensor, "tensor")      \
   X(Tuple, "tuple")        \
   X(Func, "func")          \
-  X(Any, "any")
+  X(Any, "any")            \
+  X(List, "list")          \
+  X(Ints, "ints")
 
 #endif /* TENSORPLUG_VOCABULARY_H_ */
