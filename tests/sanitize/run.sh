@@ -59,7 +59,8 @@ case "$built" in
   "$site"/*) ;;
   *) echo "sanitize: tensorplug resolves to $built, not the instrumented build in $site" >&2; exit 2 ;;
 esac
-if ! nm -D "$(dirname "$built")/lib/libtensorplug.so" | grep -q __asan; then
+# grep -c, not -q: -q exits at the first match and nm's SIGPIPE fails the pipe under pipefail.
+if [ "$(nm -D "$(dirname "$built")/lib/libtensorplug.so" | grep -c __asan)" -eq 0 ]; then
   echo "sanitize: $(dirname "$built")/lib/libtensorplug.so is not instrumented" >&2; exit 2
 fi
 
