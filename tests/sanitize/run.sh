@@ -40,6 +40,9 @@ echo "$base_site" > "$site/_tensorplug_sanitize_layer.pth"
 # ---- 2. the instrumented build (pip comes from the layered packages; unstripped, so that
 #         reports name the functions and lines) ----------------------------------------------
 echo "+ building tensorplug with TENSORPLUG_SANITIZE=ON into $VENV"
+# The build backend goes into this venv: a regular install of tensorplug (CI's) built it in
+# an isolated environment, so the layered packages need not have it.
+"$VENV/bin/python" -m pip install --quiet "scikit-build-core>=0.10" ninja
 "$VENV/bin/python" -m pip install --quiet --no-deps --no-build-isolation --force-reinstall \
   -C cmake.define.TENSORPLUG_SANITIZE=ON -C install.strip=false -C build-dir="$WORK/build" "$ROOT"
 
