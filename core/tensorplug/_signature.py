@@ -32,9 +32,10 @@ STUB_IMPORTS = {
 
 def param_annotation(kind: str) -> str:
     """The annotation of a parameter of ``kind`` (``"view"``, ``"?int"``, ...)."""
-    optional = kind.startswith("?")
-    annotation = _ANNOTATIONS.get(kind.lstrip("?"), UNKNOWN)
-    return f"Optional[{annotation}]" if optional and annotation != UNKNOWN else annotation
+    base = kind.lstrip("?")
+    if base not in _ANNOTATIONS:
+        return UNKNOWN
+    return f"Optional[{_ANNOTATIONS[base]}]" if kind.startswith("?") else _ANNOTATIONS[base]
 
 
 def result_annotation(kind: str) -> str:

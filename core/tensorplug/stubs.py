@@ -55,7 +55,8 @@ def _declaration(name: str, signature: inspect.Signature, rename: dict[str, str]
     params = [p.replace(annotation=annotation(p.annotation),
                         default=p.default if p.default is p.empty else _Text(_literal(p.default)))
               for p in signature.parameters.values()]
-    return f"def {name}{signature.replace(parameters=params, return_annotation=annotation(signature.return_annotation))}: ..."
+    formatted = signature.replace(parameters=params, return_annotation=annotation(signature.return_annotation))
+    return f"def {name}{formatted}: ..."
 
 
 def _identifier(name: str) -> bool:
@@ -69,11 +70,19 @@ def stub_text(module: Module) -> str:
     is listed in a comment; a function without an exported signature is ``(*args: Any) -> Any``.
     A function named like a type the annotations use (``str``) gets that type imported
     under another name (``from builtins import str as _str``)."""
-    names = sorted(module.functions)
+    return render(f"the kernel library {Path(module.path).name}",
+                  {name: module[name].__signature__ for name in module.functions})
+
+
+def render(title: str, signatures: dict[str, inspect.Signature]) -> str:
+    """The ``.pyi`` text declaring functions ``{name: signature}`` (signatures as
+    ``tensorplug._signature.build`` makes them); ``title`` completes the docstring
+    "Type stubs of ..."."""
+    names = sorted(signatures)
     declared = [name for name in names if _identifier(name)]
     rename = {name: f"_{name}" for name in declared if name in _BUILTINS or name in STUB_IMPORTS}
     used: set[str] = set()
-    declarations = [_declaration(name, inspect.signature(module[name]), rename, used) for name in declared]
+    declarations = [_declaration(name, signatures[name], rename, used) for name in declared]
     unknown = used - _BUILTINS - set(STUB_IMPORTS)
     if unknown:  # an annotation of _signature's table without an entry in STUB_IMPORTS
         raise RuntimeError(f"tensorplug.stubs: annotations use names with no import: {sorted(unknown)}")
@@ -84,7 +93,7 @@ def stub_text(module: Module) -> str:
             imports.setdefault(source, []).append(f"{name} as {rename[name]}")
         elif source != "builtins":
             imports.setdefault(source, []).append(name)
-    lines = [f'"""Type stubs of the kernel library {Path(module.path).name} (made by tensorplug stubgen)."""', ""]
+    lines = [f'"""Type stubs of {title} (made by tensorplug stubgen)."""', ""]
     # The standard library first, then tensorplug, each alphabetically.
     for source in sorted(imports, key=lambda source: (source not in ("builtins", "typing"), source)):
         lines.append(f"from {source} import {', '.join(imports[source])}")
@@ -110,4 +119,4 @@ def write_stub(library, path) -> Path:
     return path
 
 
-__all__ = ["stub_text", "write_stub"]
+__all__ = ["render", "stub_text", "write_stub"]
