@@ -26,7 +26,7 @@ UNKNOWN = "Any"
 STUB_IMPORTS = {
     "Any": "typing", "Callable": "typing", "Optional": "typing", "Sequence": "typing",
     "Tensor": "tensorplug.typing", "Device": "tensorplug.typing", "DType": "tensorplug.typing",
-    "Handle": "tensorplug",
+    "Handle": "tensorplug",  # for the kind "handle" (opaque handles, issue 12 item 4)
 }
 
 
