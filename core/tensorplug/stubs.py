@@ -105,18 +105,18 @@ def render(title: str, signatures: dict[str, inspect.Signature]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_stub(library, path) -> Path:
+def write_stub(library: str | Path | Module, path: str | Path) -> Path:
     """Write the stub of the kernel library ``library`` (a path, or a loaded :class:`tensorplug.Module`)
     to ``path``; returns ``path``. The file is rewritten only when its text changes."""
     module = library if isinstance(library, Module) else load_module(library)
     text = stub_text(module)
-    path = Path(path)
-    if not path.is_file() or path.read_text() != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    target = Path(path)
+    if not target.is_file() or target.read_text() != text:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         tmp.write_text(text)
-        os.replace(tmp, path)
-    return path
+        os.replace(tmp, target)
+    return target
 
 
 __all__ = ["render", "stub_text", "write_stub"]
