@@ -19,7 +19,7 @@ exclude_patterns = ["_build"]
 nitpicky = True
 # The build runs offline (no intersphinx), so standard-library classes in signatures have
 # no target; they are listed here one by one.
-nitpick_ignore = [("py:class", "pathlib.Path")]
+nitpick_ignore = [("py:class", "pathlib.Path"), ("py:class", "inspect.Signature")]
 # The C/C++ references use the C standard's integer types, which have no target.
 nitpick_ignore_regex = [
     (r"c:identifier|cpp:identifier", r"u?int(8|16|32|64)_t|size_t"),

@@ -138,6 +138,37 @@ def test_called_from_each_framework_in_the_fresh_venv(built, framework):
     assert result["abi"] == 1
 
 
+TYPED_CALL = """\
+import numpy as np
+
+import mykernels
+
+x = np.arange(3, dtype=np.float32)
+out = mykernels.axpy(2.0, x, x)
+abi: int = mykernels.built_for_abi()
+"""
+
+
+def test_wheel_ships_the_stub_of_its_library(built, tmp_path):
+    # src/mykernels/__init__.pyi is `tensorplug stubgen` of the library, kept in the source
+    # tree; the wheel ships it with py.typed, and mypy --strict checks calls against it.
+    wheel, python, venv_site = built
+    with zipfile.ZipFile(wheel) as zf:
+        assert {"mykernels/__init__.pyi", "mykernels/py.typed"} <= set(zf.namelist())
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    library = venv_site / "mykernels" / "libmykernels.so"
+    stub = _run([str(python), "-m", "tensorplug", "stubgen", str(library)], env=env).stdout
+    assert (venv_site / "mykernels" / "__init__.pyi").read_text() == stub, "regenerate src/mykernels/__init__.pyi"
+    pytest.importorskip("mypy", reason="mypy not installed (it is in the test extra)")
+    (tmp_path / "use.py").write_text(TYPED_CALL)
+    (tmp_path / "wrong.py").write_text("import mykernels\n\nmykernels.axpy('2', 1.0, 1.0)\n")
+    _run([str(python), "-m", "mypy", "--strict", "use.py"], env=env, cwd=tmp_path)
+    wrong = subprocess.run([str(python), "-m", "mypy", "--strict", "--no-color-output", "wrong.py"], env=env,
+                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert wrong.returncode == 1 and 'wrong.py:3: error: Argument 1 to "axpy" has incompatible type "str"; ' \
+        'expected "float"  [arg-type]' in wrong.stdout, wrong.stdout + wrong.stderr
+
+
 def test_nothing_was_installed_into_this_environment(built):
     assert importlib_missing("mykernels")
     assert not (Path(sysconfig.get_path("platlib")) / "mykernels").exists()

@@ -76,6 +76,22 @@ def cmd_demo(args) -> int:
     return 0 if ok else 1
 
 
+def cmd_stubgen(args) -> int:
+    from ._module import load_module
+    from .stubs import stub_text, write_stub
+
+    try:
+        module = load_module(args.library)
+    except (OSError, ValueError) as e:  # missing file, not a kernel library, another ABI
+        print(f"tensorplug stubgen: {e}", file=sys.stderr)
+        return 2
+    if args.output is None:
+        sys.stdout.write(stub_text(module))
+    else:
+        write_stub(module, args.output)
+    return 0
+
+
 BENCH_SCRIPT = "bench_overhead.py"
 
 
@@ -129,11 +145,15 @@ def main(argv=None) -> int:
     config.add_argument("--cxxflags", action="store_true", help="print C++ compiler flags for a kernel library")
     config.add_argument("--ldflags", action="store_true", help="print linker flags (-L and a runpath to libtensorplug)")
     config.add_argument("--libs", action="store_true", help="print the libraries to link (-ltensorplug)")
+    stubgen = sub.add_parser("stubgen", help="write the type stub (.pyi) of a kernel library")
+    stubgen.add_argument("library", help="path of the kernel library (.so)")
+    stubgen.add_argument("-o", "--output", help="the .pyi file to write (default: standard output)")
     bench = sub.add_parser("bench", help="call-overhead benchmark of a source checkout (benchmarks/README.md)",
                            add_help=False)
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    handlers = {"demo": cmd_demo, "adapters": cmd_adapters, "config": cmd_config, "bench": cmd_bench}
+    handlers = {"demo": cmd_demo, "adapters": cmd_adapters, "config": cmd_config, "bench": cmd_bench,
+                "stubgen": cmd_stubgen}
     return handlers[args.command](args)
 
 

@@ -1,15 +1,46 @@
-"""inspect.Signature objects built from exported signature strings."""
+"""inspect.Signature objects built from exported signature strings.
+
+The one place that says which Python type each signature kind stands for: ``inspect.signature``
+of a Function and the ``.pyi`` stubs of :mod:`tensorplug.stubs` are both built by :func:`build`.
+Annotations are strings naming types a stub can import (``STUB_IMPORTS``).
+"""
 
 from __future__ import annotations
 
 import inspect
+import keyword
+import re
 
 _ANNOTATIONS = {
     "view": "Tensor", "tensor": "Tensor", "int": "int", "float": "float", "bool": "bool",
-    "str": "str", "device": "Device", "dtype": "DType", "func": "Callable", "any": "Any",
-    "void": "None", "tuple": "tuple", "views": "Sequence[Tensor]", "list": "list[Tensor]",
+    "str": "str", "device": "Device", "dtype": "DType", "func": "Callable[..., Any]", "any": "Any",
+    "void": "None", "tuple": "tuple[Any, ...]", "views": "Sequence[Tensor]", "list": "list[Tensor]",
     "ints": "Sequence[int]",
 }
+# Results are concrete where parameters accept any sequence.
+_RESULT_ANNOTATIONS = {"ints": "list[int]"}
+# A kind this table does not know yet (a library built with newer headers): typed as Any.
+UNKNOWN = "Any"
+
+# Where a stub imports each name the annotations above use (builtins need no import).
+STUB_IMPORTS = {
+    "Any": "typing", "Callable": "typing", "Optional": "typing", "Sequence": "typing",
+    "Tensor": "tensorplug.typing", "Device": "tensorplug.typing", "DType": "tensorplug.typing",
+    "Handle": "tensorplug",  # for the kind "handle" (opaque handles, issue 12 item 4)
+}
+
+
+def param_annotation(kind: str) -> str:
+    """The annotation of a parameter of ``kind`` (``"view"``, ``"?int"``, ...)."""
+    base = kind.lstrip("?")
+    if base not in _ANNOTATIONS:
+        return UNKNOWN
+    return f"Optional[{_ANNOTATIONS[base]}]" if kind.startswith("?") else _ANNOTATIONS[base]
+
+
+def result_annotation(kind: str) -> str:
+    """The annotation of a result of ``kind``."""
+    return _RESULT_ANNOTATIONS.get(kind) or _ANNOTATIONS.get(kind, UNKNOWN)
 
 
 def _default(text: str) -> object:
@@ -26,21 +57,31 @@ def _default(text: str) -> object:
         return float(text)
 
 
+def _python_name(name: str) -> str:
+    """``name`` if Python accepts it as a parameter name, else a name it accepts (``from`` -> ``from_``)."""
+    if name.isidentifier() and not keyword.iskeyword(name):
+        return name
+    name = re.sub(r"\W", "_", name)
+    if not name.isidentifier():  # empty, or starts with a digit
+        name = "_" + name
+    return name + "_" if keyword.iskeyword(name) else name
+
+
 def build(name: str, text: str | None) -> inspect.Signature:
     """The signature of function ``name`` from ``"x:view;y:?int->tensor"`` (None: ``*args``)."""
     if text is None:
-        return inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
+        return inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL, annotation=UNKNOWN)],
+                                 return_annotation=UNKNOWN)
     params_text, _, result = text.partition("->")
+    items = [item.partition(":")[::2] for item in filter(None, params_text.split(";"))]
+    # A name Python refuses ("from", a keyword) is shown renamed; it and those before it
+    # are positional-only, as only a position can pass them.
+    last_renamed = max((i for i, (pname, _) in enumerate(items) if _python_name(pname) != pname), default=-1)
     params = []
-    for item in filter(None, params_text.split(";")):
-        pname, _, kind = item.partition(":")
+    for i, (pname, kind) in enumerate(items):
         kind, has_default, default_text = kind.partition("=")
         default = _default(default_text) if has_default else inspect.Parameter.empty
-        optional = kind.startswith("?")
-        annotation = _ANNOTATIONS.get(kind.lstrip("?"), kind)
-        if optional:
-            annotation = f"Optional[{annotation}]"
-        params.append(inspect.Parameter(pname, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation,
+        passing = inspect.Parameter.POSITIONAL_ONLY if i <= last_renamed else inspect.Parameter.POSITIONAL_OR_KEYWORD
+        params.append(inspect.Parameter(_python_name(pname), passing, annotation=param_annotation(kind),
                                         default=default))
-    return_annotation = "list[int]" if result == "ints" else _ANNOTATIONS.get(result, result)
-    return inspect.Signature(params, return_annotation=return_annotation)
+    return inspect.Signature(params, return_annotation=result_annotation(result))

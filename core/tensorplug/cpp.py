@@ -100,7 +100,7 @@ def _run(cmd: list[str], verbose: bool) -> None:
 
 
 def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=(),
-          include_dirs=(), build_directory=None, verbose: bool = False) -> str:
+          include_dirs=(), build_directory=None, verbose: bool = False, stub=None) -> str:
     """Compile ``sources`` (C ``.c``, C++ ``.cc/.cpp``, CUDA ``.cu`` paths) into the shared
     library ``<name>.so`` linked against libtensorplug; returns its path.
 
@@ -111,6 +111,9 @@ def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ld
     The library goes to ``build_directory``, by default a directory under
     :func:`cache_dir` named by a hash of the sources, flags, compilers and tensorplug
     headers: it is rebuilt only when one of them changes. ``verbose`` prints the commands.
+    ``stub``, a path such as ``"mykernels/__init__.pyi"``, also writes the library's type
+    stub there (:func:`tensorplug.stubs.write_stub`: the library is loaded to read its
+    signatures; the file is rewritten only when its text changes).
 
     Raises ValueError when ``name`` is not an identifier, FileNotFoundError for a missing
     source, and :class:`BuildError` when no compiler is found or compilation fails."""
@@ -134,8 +137,19 @@ def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ld
         h.update(src.name.encode() + b"\0" + src.read_bytes())
     out_dir = Path(build_directory) if build_directory else cache_dir() / f"{name}_{h.hexdigest()[:16]}"
     target = out_dir / f"{name}.so"
-    if target.exists():
-        return str(target)
+    if not target.exists():
+        _compile(name, sources, kinds, compilers, includes, out_dir, target, extra_cflags, extra_cuda_cflags,
+                 extra_ldflags, verbose)
+    if stub is not None:
+        from .stubs import write_stub
+
+        write_stub(target, stub)
+    return str(target)
+
+
+def _compile(name, sources, kinds, compilers, includes, out_dir, target, extra_cflags, extra_cuda_cflags,
+             extra_ldflags, verbose) -> None:
+    """Compile and link ``sources`` into ``target`` (build()'s work when the cache misses)."""
     out_dir.mkdir(parents=True, exist_ok=True)
 
     inc_flags = [f"-I{d}" for d in includes]
@@ -162,7 +176,6 @@ def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ld
         tmp_target = os.path.join(tmp, f"{name}.so")
         _run([linker, "-shared", "-o", tmp_target, *objects, *ldflags, *extra_ldflags], verbose)
         os.replace(tmp_target, target)  # atomic: concurrent builders see a whole file
-    return str(target)
 
 
 def _cuda_lib_dir(nvcc: str) -> str:

@@ -1,0 +1,6 @@
+"""Type stubs of the kernel library libmykernels.so (made by tensorplug stubgen)."""
+
+from tensorplug.typing import Tensor
+
+def axpy(alpha: float, x: Tensor, y: Tensor) -> Tensor: ...
+def built_for_abi() -> int: ...
