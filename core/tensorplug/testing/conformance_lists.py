@@ -141,15 +141,15 @@ class TestLists:
         needs_host(fw)
         a, ea = make(fw)
         b, eb = make(other)
-        for first, second, (ys_first, ys_second) in ((fw, other, (ea, eb)), (other, fw, (eb, ea))):
-            xs = [a, b] if first is fw else [b, a]
-            got = seen_items(tensorplug_kernels, xs)
+        for (first, x0, e0), (second, x1, e1) in (((fw, a, ea), (other, b, eb)), ((other, b, eb), (fw, a, ea))):
+            what = f"list_add_one([{first.name}, {second.name}])"
+            got = seen_items(tensorplug_kernels, [x0, x1])
             assert [item.read_only for item in got] == [first.read_only, second.read_only]
-            ys = tensorplug_kernels.list_add_one(xs)
+            ys = tensorplug_kernels.list_add_one([x0, x1])
             assert [type(y) for y in ys] == [first.output_type()] * 2, \
-                f"list_add_one([{first.name}, {second.name}]) items are not {first.name} tensors (the first item)"
-            assert_values(first, ys[0], ys_first + 1, f"list_add_one([{first.name}, {second.name}])[0]")
-            assert_values(first, ys[1], ys_second + 1, f"list_add_one([{first.name}, {second.name}])[1]")
+                f"{what} items are not {first.name} tensors (the first item decides)"
+            assert_values(first, ys[0], e0 + 1, f"{what}[0]")
+            assert_values(first, ys[1], e1 + 1, f"{what}[1]")
         # The list comes before x: its first item is the primary argument.
         y = tensorplug_kernels.add_list([b], a)
         assert type(y) is other.output_type(), f"add_list([{other.name}], {fw.name}) is not a {other.name} tensor"
