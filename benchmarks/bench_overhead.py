@@ -19,8 +19,9 @@ import sys
 from pathlib import Path
 
 from overhead_measure import (ALLOC_OVERHEAD_FRAMEWORKS, ALLOC_OVERHEAD_TARGET_NS, CASES, FRAMEWORKS,
-                              IMPORT_TARGET_MS, RATIO_TARGETS, build_implementations, framework_status,
-                              framework_version, import_time, python_call_floor, run_memory, run_rows)
+                              IMPORT_TARGET_MS, LIST_FRAMEWORKS, LIST_RATIO_MARGIN, LIST_ROW, RATIO_TARGETS,
+                              SEPARATE_ROW, build_implementations, framework_status, framework_version, import_time,
+                              python_call_floor, run_memory, run_rows)
 
 
 # ---------------------------------------------------------------- targets ----
@@ -54,6 +55,15 @@ def evaluate_targets(rows: list[dict], imports: dict) -> list[dict]:
                                   f"{ALLOC_OVERHEAD_TARGET_NS:.0f} ns",
                         "met": over <= ALLOC_OVERHEAD_TARGET_NS if over is not None else None,
                         "detail": f"{over:.0f} ns" if over is not None else "not measured"})
+    by_key = {(r["case"], r["framework"]): r for r in rows}
+    for fw in LIST_FRAMEWORKS:
+        listed, separate = by_key.get((LIST_ROW, fw)), by_key.get((SEPARATE_ROW, fw))
+        if listed is None or separate is None:
+            continue
+        a, b = listed["ratio"], separate["ratio"]
+        targets.append({"target": f"{fw}: {LIST_ROW} ratio <= {SEPARATE_ROW} ratio (x{LIST_RATIO_MARGIN} for noise)",
+                        "met": a <= b * LIST_RATIO_MARGIN if a is not None and b is not None else None,
+                        "detail": f"{a:.2f} vs {b:.2f}" if a is not None and b is not None else "not measured"})
     tp_import = imports.get("tensorplug")
     if tp_import and tp_import.get("available"):
         targets.append({"target": f"import tensorplug < {IMPORT_TARGET_MS:.0f} ms",

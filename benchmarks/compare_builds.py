@@ -68,7 +68,7 @@ def worker(site: str, frameworks: list[str], calls: int, repeat: int, warmup: in
     results = {}
     for case in om.CASES:
         for fw in [None] if case.tensors == 0 else fws:
-            args = (om.make_tensors(fw, case.tensors) if fw else []) + list(case.scalars)
+            args = om.case_arguments(case, fw)
             variants = {"released": getattr(impls.tensorplug, case.function),
                         "held": getattr(impls.tensorplug_gil_held, case.function)}
             measured = om.measure(variants, args, calls, repeat, warmup)

@@ -19,3 +19,6 @@ tp::Tensor alloc_like(tp::TensorView x) {
 
 void eight_tensors(tp::TensorView a, tp::TensorView b, tp::TensorView c, tp::TensorView d,
                    tp::TensorView e, tp::TensorView f, tp::TensorView g, tp::TensorView h) {}
+
+// The same eight tensors as one list argument (kind "views": a view per item, no allocation).
+void eight_tensor_list(tp::TensorViewList xs) {}

@@ -1,5 +1,6 @@
 // Call-overhead kernels for apache-tvm-ffi: the same kernels as kernels_tensorplug.cc.
 // Compiled by benchmarks/bench_overhead.py with tvm_ffi.cpp.load_inline(functions=[...]).
+#include <tvm/ffi/container/array.h>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/extra/c_env_api.h>
 
@@ -21,3 +22,7 @@ ffi::Tensor alloc_like(ffi::TensorView x) {
 
 void eight_tensors(ffi::TensorView a, ffi::TensorView b, ffi::TensorView c, ffi::TensorView d,
                    ffi::TensorView e, ffi::TensorView f, ffi::TensorView g, ffi::TensorView h) {}
+
+// The same eight tensors as one list argument: tvm-ffi converts the Python list into an
+// ffi::Array of its Tensor objects (Array holds objects; TensorView is not one).
+void eight_tensor_list(ffi::Array<ffi::Tensor> xs) {}

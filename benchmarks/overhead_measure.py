@@ -34,6 +34,7 @@ class Case:
     tensors: int  # number of tensor arguments
     scalars: tuple = ()  # scalar arguments after the tensors
     allocates: bool = False  # returns a new tensor from the env allocator
+    as_list: bool = False  # the tensors go in one Python list argument
 
 
 CASES = (
@@ -43,6 +44,7 @@ CASES = (
     Case("3_tensors_2_scalars", "three_tensors_two_scalars", 3, scalars=(3, 0.5)),
     Case("alloc_like", "alloc_like", 1, allocates=True),
     Case("8_tensors", "eight_tensors", 8),
+    Case("8_tensor_list", "eight_tensor_list", 8, as_list=True),
 )
 KERNEL_FUNCTIONS = [case.function for case in CASES]
 NO_FRAMEWORK = "none"  # the framework column of the no-argument row
@@ -74,6 +76,11 @@ RATIO_TARGETS = {"numpy": 0.8, "torch": 0.8, "paddle": 0.8, "jax": 0.3, "torch-c
 ALLOC_OVERHEAD_TARGET_NS = 300.0
 ALLOC_OVERHEAD_FRAMEWORKS = ("numpy", "torch", "paddle")
 IMPORT_TARGET_MS = 50.0
+# A list of 8 tensors against the same 8 as separate arguments (issue 12): the list row's
+# ratio at most the separate row's, with this margin for run-to-run noise.
+LIST_ROW, SEPARATE_ROW = "8_tensor_list", "8_tensors"
+LIST_FRAMEWORKS = ("numpy", "torch")
+LIST_RATIO_MARGIN = 1.05
 
 
 def _installed(module: str) -> bool:
@@ -124,6 +131,13 @@ def make_tensors(fw: Framework, count: int) -> list:
         with module.cuda.Device(int(fw.device.partition(":")[2] or 0)):
             return [module.zeros(4, module.float32) for _ in range(count)]
     return [module.zeros(4, module.float32) for _ in range(count)]  # numpy
+
+
+def case_arguments(case: Case, fw: Framework | None) -> list:
+    """The arguments of one call of ``case`` with ``fw``'s tensors: the tensors (one list of
+    them for a list case), then the scalars."""
+    tensors = make_tensors(fw, case.tensors) if fw and case.tensors else []
+    return ([tensors] if case.as_list else tensors) + list(case.scalars)
 
 
 def empty_like_of(fw: Framework):
@@ -277,7 +291,7 @@ def run_rows(impls: Implementations, frameworks: list[Framework], cases: list[Ca
         else:
             targets.extend((case, fw) for fw in frameworks)
     for case, fw in targets:
-        args = (make_tensors(fw, case.tensors) if fw else []) + list(case.scalars)
+        args = case_arguments(case, fw)
         name = case.function
         variants = {
             "tensorplug": getattr(impls.tensorplug, name),
@@ -405,7 +419,7 @@ def run_memory(impls: Implementations, frameworks: list[Framework], cases: list[
         if case.allocates:
             continue  # a new tensor per call is the point of that kernel
         for fw in (frameworks if case.tensors else [None]):
-            args = (make_tensors(fw, case.tensors) if fw else []) + list(case.scalars)
+            args = case_arguments(case, fw)
             for impl, funcs in (("tensorplug", impls.tensorplug), ("tvm_ffi", impls.tvm_ffi)):
                 if funcs is None:
                     continue

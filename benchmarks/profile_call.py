@@ -98,14 +98,13 @@ def inner(args) -> int:
 
     helper = ctypes.CDLL(args.helper)
     case = next(c for c in bench.CASES if c.name == args.case)
-    tensors = []
+    fw = None
     if case.tensors:
         fw = next(f for f in bench.FRAMEWORKS if f.name == args.framework)
         ok, reason = bench.framework_status(fw)
         if not ok:
             sys.exit(f"{fw.name}: {reason}")
-        tensors = bench.make_tensors(fw, case.tensors)
-    call_args = tensors + list(case.scalars)
+    call_args = bench.case_arguments(case, fw)
     if args.impl == "python":
         def func(*_):
             pass

@@ -13,7 +13,9 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 # What the benchmark promises (benchmarks/README.md), written out here rather than read
 # from the benchmark's own tables.
-CASES = {"no_args": 0, "1_tensor": 1, "3_tensors": 3, "3_tensors_2_scalars": 3, "alloc_like": 1, "8_tensors": 8}
+CASES = {"no_args": 0, "1_tensor": 1, "3_tensors": 3, "3_tensors_2_scalars": 3, "alloc_like": 1, "8_tensors": 8,
+         "8_tensor_list": 8}
+LIST_FRAMEWORKS = ("numpy", "torch")  # the list row's target compares it with 8_tensors for these
 NO_FRAMEWORK = "none"  # the framework column of the no-argument row
 # CPU frameworks: a row for every case when installed. GPU rows depend on a device.
 CPU_FRAMEWORKS = ("numpy", "torch", "jax", "paddle")
@@ -79,6 +81,18 @@ def test_bench_prints_and_writes_every_row(tmp_path):
             assert "n/a: " in printed[key] and row["tvm_ffi_error"], row
         if key[0] == "alloc_like":
             assert row["empty_like_ns"] > 0 and row["tensorplug_over_empty_like_ns"] is not None, row
+
+    # The list row (8 tensors in one list argument; tvm-ffi: an Array<Tensor>) runs like the
+    # others, and its target is evaluated against the 8-separate-tensor row.
+    for fw in frameworks:
+        assert in_json[("8_tensor_list", fw)]["tensorplug_ns"] > 0
+    list_targets = {t["target"].split(":")[0]: t for t in result["targets"] if "8_tensor_list ratio" in t["target"]}
+    assert set(list_targets) == {fw for fw in LIST_FRAMEWORKS if installed(fw)}, result["targets"]
+    for target in list_targets.values():
+        if TVM_FFI_INSTALLED:
+            assert target["met"] in (True, False) and " vs " in target["detail"], target
+        else:
+            assert target["met"] is None and target["detail"] == "not measured", target
 
     imports = result["imports"]["tensorplug"]
     assert imports["best_ms"] > 0 and imports["frameworks_imported"] == []

@@ -152,6 +152,28 @@ def test_broken_adapters_are_caught_naming_the_capability(broken):
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
+def test_broken_adapters_fail_the_lists_and_ints_capabilities(broken):
+    result = broken.runpytest_subprocess(
+        "--pyargs", "tensorplug.testing.conformance", "-p", "no:cacheprovider", "-rfs",
+        "--tensorplug-adapter=box,wrong-strides,wrong-output", "-k", "TestLists or TestInts")
+    stdout = result.stdout.str()
+    report = capability_report(stdout)
+    # A Box has no shape of its own: that check is "not provided", which leaves "ints" passed.
+    assert report["box"] == {"lists": "passed", "ints": "passed"}, stdout
+    result.stdout.fnmatch_lines(["box", "  lists * passed *", "  ints * passed *not provided: box tensors have no shape "
+                                 "object of their own*"])
+    # Strides misreported: the strided item of a list and a strided int array read wrong.
+    assert report["wrong-strides"] == {"lists": "FAILED", "ints": "FAILED"}
+    result.stdout.fnmatch_lines(["*item 3: the kernel sees strides (3, 1), not (1, 4)*"])
+    # Results that are not the adapter's type: list items too.
+    assert report["wrong-output"]["lists"] == "FAILED"
+    failed = {line.split("::")[-1].split(" ")[0] for line in stdout.splitlines() if line.startswith("FAILED")}
+    assert {"test_list_results_are_the_callers_type[wrong-output]", "test_kernel_sees_every_item[wrong-strides]",
+            "test_strided_integer_arrays[wrong-strides-int64]"} <= failed, failed
+    assert not [name for name in failed if "[box" in name]
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
 def test_adapter_selection_and_skip_reasons(broken):
     result = broken.runpytest_subprocess(
         "--pyargs", "tensorplug.testing.conformance", "-p", "no:cacheprovider", "-k", "TestReadOnly",
@@ -329,12 +351,14 @@ def test_the_kit_checks_device_rules_with_the_fake_gpu(pytester):
     assert result.ret == pytest.ExitCode.OK, stdout
     report = capability_report(stdout)
     assert report["fakegpu"] == {**dict.fromkeys(["exchange", "dtypes", "layouts", "read-only", "stream", "allocator",
-                                                  "output", "errors", "mixed"], "passed"),
+                                                  "output", "errors", "mixed", "lists", "ints"], "passed"),
                                  "compiler": "not provided"}
     for check in ("test_cuda_tensors_are_exchanged_in_place_on_cuda[fakegpu]",
                   "test_kernels_see_the_frameworks_stream_on_cuda[fakegpu]",
                   "test_stream_and_allocator_state_survive_every_call[fakegpu-cuda]",
-                  "test_first_cuda_tensor_is_primary_on_cuda[numpy-fakegpu]"):
+                  "test_first_cuda_tensor_is_primary_on_cuda[numpy-fakegpu]",
+                  "test_first_cuda_item_is_primary_on_cuda[fakegpu]",
+                  "test_int_arrays_on_cuda_are_refused[fakegpu]"):
         assert any(check in line and "PASSED" in line for line in stdout.splitlines()), check
     # The skips: numpy (the second tensor of numpy-fakegpu's "first CUDA tensor" check) has no
     # CUDA, and the fake adapter implements no compiler hook (its two checks).

@@ -98,12 +98,13 @@ def test_conformance_kit_passes_from_the_example_directory(mytensor_path):
     assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-2000:]
     report = out.stdout.split("tensorplug capability report")[1].splitlines()
     assert report[1] == "mytensor"
-    rows = dict(line.split(None, 2)[:2] for line in report[2:11])
+    rows = dict(line.split(None, 2)[:2] for line in report[2:13])
     # mytensor imports through numpy's DLPack, which has no bfloat16, and counts no memory:
     # those checks skip with the reason, and the capabilities read "partial", not "passed".
     assert rows == {**dict.fromkeys(["exchange", "dtypes", "layouts", "read-only", "stream", "allocator", "output",
-                                     "errors", "mixed"], "passed"), "dtypes": "partial", "allocator": "partial"}
-    lines = {line.split()[0]: line for line in report[2:11]}
+                                     "errors", "mixed", "lists", "ints"], "passed"), "dtypes": "partial",
+                    "allocator": "partial"}
+    lines = {line.split()[0]: line for line in report[2:13]}
     assert lines["dtypes"].endswith("22 passed, 2 skipped: mytensor cannot make bfloat16 tensors (RuntimeError: "
                                     "Unsupported dtype in DLTensor.) (2)"), lines["dtypes"]
     assert lines["allocator"].endswith("skipped: mytensor does not count the memory it allocates on cpu")

@@ -7,8 +7,9 @@ pytest loads this module through tensorplug's ``pytest11`` entry point. It adds
   ``tensorplug.Tensor`` itself);
 - the fixtures ``tensorplug_adapter`` (a :class:`Framework` per selected adapter; test ids
   are adapter names), ``tensorplug_pair`` (every ordered pair of adapters, at least one
-  of them selected) and ``tensorplug_kernels`` (the kit's kernel library, compiled once
-  per session);
+  of them selected), ``tensorplug_partner`` (a second CPU framework to mix with the
+  adapter under test: numpy, or another for numpy) and ``tensorplug_kernels`` (the kit's
+  kernel library, compiled once per session);
 - the hook ``pytest_tensorplug_framework(name)`` (:mod:`tensorplug.testing.hooks`), through
   which a pytest plugin or conftest plugs in the :class:`Framework` of an adapter (the
   first-party ones do, from ``tensorplug_adapters.testing``); an adapter with none is
@@ -45,7 +46,8 @@ __all__ = ["CAPABILITIES", "DTYPES", "KERNELS_SOURCE", "NEGATIVE_STRIDES", "NEVE
 
 KERNELS_SOURCE = Path(__file__).with_name("kernels.cc")
 
-pytest.register_assert_rewrite("tensorplug.testing.conformance")
+pytest.register_assert_rewrite("tensorplug.testing.conformance", "tensorplug.testing.conformance_lists",
+                               "tensorplug.testing.checks")
 
 _frameworks_key = pytest.StashKey[dict]()
 _selected_key = pytest.StashKey[list]()
@@ -154,11 +156,16 @@ def pytest_runtest_makereport(item, call):
 
 
 # ---------------------------------------------------------------- fixtures ----
-def _framework(config, name: str) -> Framework:
+def _lookup(config, name: str) -> Framework | None:
+    """The Framework of adapter ``name`` (asked of the hook once per session), or None."""
     cache = config.stash[_frameworks_key]
     if name not in cache:
         cache[name] = config.hook.pytest_tensorplug_framework(name=name)
-    framework = cache[name]
+    return cache[name]
+
+
+def _framework(config, name: str) -> Framework:
+    framework = _lookup(config, name)
     if framework is None:
         import tensorplug
 
@@ -185,6 +192,22 @@ def tensorplug_adapter(request) -> Framework:
 def tensorplug_pair(request) -> tuple[Framework, Framework]:
     """``(first, second)``: the Frameworks of an ordered pair of adapters."""
     return tuple(_framework(request.config, name) for name in request.param)
+
+
+@pytest.fixture
+def tensorplug_partner(request, tensorplug_adapter) -> Framework:
+    """Another adapter's Framework, on the CPU, to mix with ``tensorplug_adapter`` in one
+    call: numpy's; for numpy itself the first other installed adapter (torch, jax, paddle,
+    ... in discovery order). Skips naming why when there is none."""
+    if tensorplug_adapter.name != "numpy":
+        return _framework(request.config, "numpy")
+    for name in all_adapters():
+        framework = _lookup(request.config, name) if name != "numpy" else None
+        if framework is not None and framework.missing() is None and framework.device.startswith("cpu"):
+            if framework.module:
+                importlib.import_module(framework.module)
+            return framework
+    pytest.skip("no framework besides numpy to mix with it in one call: torch, jax, paddle not installed")
 
 
 @pytest.fixture(scope="session")

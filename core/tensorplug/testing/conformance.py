@@ -13,30 +13,31 @@ kernels, so those checks run on CPU tensors, while the ``*_on_cuda`` checks use 
 never touch the data and skip with "no CUDA device" where there is none.
 
 Over 500 lines: the kit is one module so that ``--pyargs tensorplug.testing.conformance``
-collects every capability with one name (the compiler capability, which needs no kernels
-of its own, lives in ``conformance_compiler``).
+collects every capability with one name; the newer capabilities live in modules of their
+own, imported here (``conformance_compiler``: "compiler"; ``conformance_lists``: "lists"
+and "ints"), and the helpers they share in ``checks``.
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
-from typing import NamedTuple
 
 import pytest
 
 import tensorplug
-from tensorplug import _core
 from tensorplug import _types
-from tensorplug._types import as_device
 from tensorplug.testing import (DTYPES, TensorplugFramework, Unsupported, capability, make_tensor, numpy_view,
                                 run_isolated, sample)
+from tensorplug.testing.checks import (assert_values, call_state, device_name, make, needs_cuda, needs_host,
+                                       plus_one, same_strides, seen)
 from tensorplug.testing.framework import NEVER_REFUSED, REFUSABLE_LAYOUTS, refusable
 
 from tensorplug.testing.conformance_compiler import TestCompiler  # noqa: E402  (the "compiler" capability)
+from tensorplug.testing.conformance_lists import TestInts, TestLists  # noqa: E402  (the "lists" and "ints" ones)
 
 __all__ = ["TestExchange", "TestDtypes", "TestLayouts", "TestReadOnly", "TestStream", "TestAllocator", "TestOutput",
-           "TestErrors", "TestMixed", "TestCompiler"]
+           "TestErrors", "TestMixed", "TestLists", "TestInts", "TestCompiler"]
 
 # name: (shape, strides in elements)
 LAYOUTS = {
@@ -64,34 +65,6 @@ HUGE_BYTES = 4 << 50
 
 
 # ----------------------------------------------------------------- helpers ----
-class Seen(NamedTuple):
-    """A tensor as a kernel sees it (the ``describe`` kernel)."""
-
-    dtype: str
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    device: str
-    read_only: bool
-
-
-def seen(kernels, x) -> Seen:
-    dtype, shape, strides, device, read_only = kernels.describe(x).split("|")
-    ints = lambda text: tuple(int(v) for v in text.split(",")) if text else ()  # noqa: E731
-    return Seen(dtype, ints(shape), ints(strides), device, read_only == "1")
-
-
-def device_name(device: str) -> str:
-    return str(as_device(device))
-
-
-def make(framework, shape=(2, 3), dtype="float32", strides=None, device=None):
-    """make_tensor, skipping with the reason when the framework cannot make the tensor."""
-    try:
-        return make_tensor(framework, shape, dtype, strides, device)
-    except Unsupported as exc:
-        pytest.skip(str(exc))
-
-
 def declared(framework, what: str):
     """The Refusal ``framework`` declares for ``what`` (a layout, a dtype, "read-only"), or
     None; a declaration the kit does not know, or of a layout that may never be refused,
@@ -182,46 +155,6 @@ def writes_refused(framework, kernels, x, expected, what) -> bool:
         kernels.fill(x, 7.0)
     assert_values(framework, x, expected, f"{what} after a refused write")
     return True
-
-
-def needs_host(framework, device=None):
-    device = device or framework.device
-    if not device.startswith("cpu"):
-        pytest.skip(f"{framework.name} tensors live on {device}; the kit's element kernels read host memory")
-
-
-def needs_cuda(framework) -> str:
-    devices = framework.cuda_devices()
-    if not devices:
-        pytest.skip("no CUDA device")
-    return devices[0]
-
-
-def assert_values(framework, x, expected, what="tensor"):
-    import numpy as np
-
-    got = framework.to_numpy(x)
-    assert got.shape == expected.shape, f"{what}: shape {got.shape}, expected {expected.shape}"
-    assert got.dtype == expected.dtype, f"{what}: dtype {got.dtype}, expected {expected.dtype}"
-    np.testing.assert_array_equal(got, expected, err_msg=f"{what}: wrong values")
-
-
-def plus_one(expected):
-    import numpy as np
-
-    return ~expected if expected.dtype == np.bool_ else expected + expected.dtype.type(1)
-
-
-def same_strides(got, strides, shape) -> bool:
-    """Strides agree where they matter: dimensions of extent > 1 of a non-empty tensor."""
-    if 0 in shape:
-        return True
-    return all(g == s for g, s, e in zip(got, strides, shape) if e > 1)
-
-
-def call_state(*devices):
-    """What every call must leave as it found: the bound allocator and the current streams."""
-    return (_core.bound_allocator(), *(tensorplug.get_raw_stream(d) for d in devices))
 
 
 # ---------------------------------------------------------------- exchange ----

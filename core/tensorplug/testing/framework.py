@@ -152,6 +152,12 @@ class Framework:
         None when the framework has no read-only tensors."""
         return self.from_numpy(array) if self.read_only else None
 
+    def shape_of(self, x):
+        """The framework's own object for the shape of ``x`` (``torch.Size``, numpy's and
+        jax's tuple, paddle's list), which the kit passes to an int-array parameter; None
+        when its tensors have none. Default: ``x.shape`` where there is one."""
+        return getattr(x, "shape", None)
+
     def allocation_counter(self, device: str):
         """A context manager giving a callable that returns the bytes the framework's
         allocator handed out for ``device`` since entering, or None when the framework does

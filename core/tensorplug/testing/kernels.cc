@@ -3,11 +3,16 @@
 //
 // Kernels that read or write elements run on host memory only and honour any strides
 // (transposed, sliced, negative, zero). The others (identity, describe, data_ptr,
-// is_read_only, stream_of, alloc_like, the error kernels) never touch the data, so they
-// work on every device.
+// is_read_only, stream_of, alloc_like, the error kernels, list_describe, list_alloc_last and
+// the int-array kernels) never touch the data, so they work on every device.
+//
+// Lists of tensors come both ways a kernel may take them (TensorViewList and
+// std::vector<TensorView>), optionals of both list kinds too.
 #include <tensorplug/tensorplug.h>
 
 #include <complex>
+#include <cstdlib>
+#include <optional>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -230,6 +235,94 @@ void RaiseAfterAlloc(tp::TensorView x, const std::string& message) {
   TENSORPLUG_THROW(ValueError) << message;
 }
 
+
+// ------------------------------------------------------------ list kernels ----
+
+// describe() of every item, joined by ';' ("" for an empty list).
+std::string ListDescribe(tp::TensorViewList xs) {
+  std::string out;
+  for (int64_t i = 0; i < xs.size(); ++i) out += (i == 0 ? "" : ";") + Describe(xs[i]);
+  return out;
+}
+
+// The sum of the real parts of every item (any strides).
+double ListSum(tp::TensorViewList xs) {
+  double total = 0;
+  for (tp::TensorView x : xs) total += StridedSum(x);
+  return total;
+}
+
+// item + 1 for every item, each a new tensor from the caller's allocator: a list result.
+std::vector<tp::Tensor> ListAddOne(tp::TensorViewList xs) {
+  std::vector<tp::Tensor> out;
+  out.reserve(size_t(xs.size()));
+  for (tp::TensorView x : xs) out.push_back(AddOne(x));
+  return out;
+}
+
+// Every item filled with `value`, in place. Every item's pointer is taken for writing before
+// anything is written: a read-only item refuses the call and leaves every item unchanged.
+void ListFill(std::vector<tp::TensorView> xs, double value) {
+  for (const tp::TensorView& x : xs) {
+    CheckHost(x, "list_fill");
+    (void)x.mutable_data_ptr();
+  }
+  for (const tp::TensorView& x : xs) Fill(x, value);
+}
+
+// x + every item of xs (same shape and dtype): the primary argument may sit in the list.
+tp::Tensor AddList(tp::TensorViewList xs, tp::TensorView x) {
+  if (xs.empty()) return AddOne(x);  // x + 1 when there is nothing to add: still a new tensor
+  tp::Tensor out = Add(x, xs[0]);
+  for (int64_t i = 1; i < xs.size(); ++i) out = Add(out, xs[i]);
+  return out;
+}
+
+// (a new tensor like the last item from the caller's allocator, the stream of its device).
+std::tuple<tp::Tensor, int64_t> ListAllocLast(tp::TensorViewList xs) {
+  TENSORPLUG_CHECK(!xs.empty(), ValueError) << "list_alloc_last: empty list";
+  tp::TensorView last = xs[xs.size() - 1];
+  return {AllocLike(last), StreamOf(last)};
+}
+
+// Host memory from malloc, not from any framework: results made with it are converted into
+// the caller's framework by its output conversion.
+struct MallocAlloc {
+  void AllocData(DLTensor* t) {
+    const size_t bytes = size_t(tp::GetDataSize(*t));
+    t->data = bytes ? std::malloc(bytes) : nullptr;
+  }
+  void FreeData(DLTensor* t) { std::free(t->data); }
+};
+
+// float32 [0, 1, ..., n-1] for every n of `lengths`, in malloc'd memory: a list result that
+// the output conversion turns into the caller's framework (no tensor argument:
+// output_framework decides which).
+std::vector<tp::Tensor> ListArange(tp::IntArrayView lengths) {
+  std::vector<tp::Tensor> out;
+  for (int64_t n : lengths) {
+    TENSORPLUG_CHECK(n >= 0, ValueError) << "list_arange: lengths must be >= 0, got " << n;
+    tp::Tensor t = tp::Tensor::FromNDAlloc(MallocAlloc{}, {n}, tp::kFloat32, tp::kCPU);
+    float* data = t.mutable_data_ptr<float>();
+    for (int64_t i = 0; i < n; ++i) data[i] = static_cast<float>(i);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// The number of items, -1 for None (both optional list forms).
+int64_t ListCount(std::optional<tp::TensorViewList> xs) { return xs ? xs->size() : -1; }
+int64_t VectorCount(std::optional<std::vector<tp::TensorView>> xs) { return xs ? int64_t(xs->size()) : -1; }
+
+// ------------------------------------------------------- int-array kernels ----
+
+// The ints back as a Python list of ints.
+std::vector<int64_t> EchoInts(std::vector<int64_t> values) { return values; }
+
+// "1,2,3" ("" for an empty array, "none" for None; both optional int-array forms).
+std::string JoinInts(std::optional<tp::IntArrayView> values) { return values ? Join(*values) : "none"; }
+std::string JoinVector(std::optional<std::vector<int64_t>> values) { return values ? Join(*values) : "none"; }
+
 }  // namespace
 
 TENSORPLUG_EXPORT(identity, Identity, "x");
@@ -248,3 +341,15 @@ TENSORPLUG_EXPORT(stream_of, StreamOf, "x");
 TENSORPLUG_EXPORT(alloc_on, AllocOn, "first", "like");
 TENSORPLUG_EXPORT(raise_error, Raise, "x", "kind", "message");
 TENSORPLUG_EXPORT(raise_after_alloc, RaiseAfterAlloc, "x", "message");
+TENSORPLUG_EXPORT(list_describe, ListDescribe, "xs");
+TENSORPLUG_EXPORT(list_sum, ListSum, "xs");
+TENSORPLUG_EXPORT(list_add_one, ListAddOne, "xs");
+TENSORPLUG_EXPORT(list_fill, ListFill, "xs", "value");
+TENSORPLUG_EXPORT(add_list, AddList, "xs", "x");
+TENSORPLUG_EXPORT(list_alloc_last, ListAllocLast, "xs");
+TENSORPLUG_EXPORT(list_arange, ListArange, "lengths");
+TENSORPLUG_EXPORT(list_count, ListCount, "xs");
+TENSORPLUG_EXPORT(vector_count, VectorCount, "xs");
+TENSORPLUG_EXPORT(echo_ints, EchoInts, "values");
+TENSORPLUG_EXPORT(join_ints, JoinInts, "values");
+TENSORPLUG_EXPORT(join_vector, JoinVector, "values");

@@ -4,7 +4,8 @@
 - ``partial``: no check failed, but some were skipped for a reason other than a missing
   framework ("... not installed") or device ("no CUDA device", "needs two CUDA devices"):
   something the adapter should do was not checked;
-- ``passed``: checks passed, and every skip was for a missing framework or device;
+- ``passed``: checks passed, and every skip was for a missing framework or device, or for
+  something optional the adapter does not offer (a reason starting "not provided");
 - ``skipped``: nothing ran, for a missing framework or device;
 - ``not provided``: nothing ran because the adapter does not offer the capability (an
   optional one, such as ``compiler``).
@@ -16,7 +17,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 CAPABILITIES = ("exchange", "dtypes", "layouts", "read-only", "stream", "allocator", "output", "errors", "mixed",
-                "compiler")
+                "lists", "ints", "compiler")
 NOT_PROVIDED = "not provided"  # the skip reason of an optional capability the adapter lacks
 
 
@@ -93,10 +94,11 @@ class CapabilityReport:
 
 
 def is_missing(reason: str) -> bool:
-    """Whether a skip reason says a framework or a device is missing here (the only skips
-    that leave a capability "passed")."""
+    """Whether a skip reason says a framework or a device is missing here, or that the
+    adapter does not offer something optional (the only skips that leave a capability
+    "passed")."""
     return (reason.endswith(" not installed") or reason.startswith("no CUDA device")
-            or reason.startswith("needs two CUDA devices"))
+            or reason.startswith("needs two CUDA devices") or reason.startswith(NOT_PROVIDED))
 
 
 def _skip_reason(report) -> str:
