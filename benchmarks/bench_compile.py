@@ -34,7 +34,7 @@ static void axpy_body(const float* x, const float* y, float* out, int64_t n, dou
 
 TENSORPLUG_SOURCE = KERNEL_BODY + r"""
 namespace tp = tensorplug;
-void axpy(tp::TensorView x, tp::TensorView y, tp::TensorView out, double alpha) {
+void axpy(tp::TensorView x, tp::TensorView y, tp::MutableView out, double alpha) {
   TENSORPLUG_CHECK(x.numel() == y.numel() && x.numel() == out.numel(), ValueError) << "axpy: sizes differ";
   axpy_body(x.data_ptr<float>(), y.data_ptr<float>(), out.mutable_data_ptr<float>(), x.numel(), alpha);
 }

@@ -46,7 +46,7 @@ tp::Tensor add_one(tp::TensorView x) {
   return y;
 }
 
-void axpy(tp::TensorView x, tp::TensorView out, double alpha) {
+void axpy(tp::TensorView x, tp::MutableView out, double alpha) {
   const float* a = x.data_ptr<float>();
   float* o = out.mutable_data_ptr<float>();
   for (int64_t i = 0, n = x.numel(); i < n; ++i) o[i] += static_cast<float>(alpha) * a[i];

@@ -68,7 +68,7 @@ MemsetD32Async Memset() {
 }
 
 // out[...] = value on the current stream of out's device (recorded for last_stream()).
-void Fill(tp::TensorView out, double value) {
+void Fill(tp::MutableView out, double value) {
   TENSORPLUG_CHECK(out.device().device_type == kDLCUDA && out.dtype() == tp::kFloat32 && out.is_contiguous(),
                    ValueError) << "fill: expected a contiguous float32 CUDA tensor";
   const MemsetD32Async memset = Memset();

@@ -16,7 +16,7 @@ np = pytest.importorskip("numpy")
 ROOT = Path(__file__).resolve().parents[1]
 
 SAXPY = r"""
-void saxpy(tensorplug::TensorView x, tensorplug::TensorView y, double a) {
+void saxpy(tensorplug::TensorView x, tensorplug::MutableView y, double a) {
   TENSORPLUG_CHECK(x.numel() == y.numel(), ValueError) << "x and y differ in size";
   const float* px = x.data_ptr<float>();
   float* py = static_cast<float*>(y.mutable_data_ptr());

@@ -16,7 +16,7 @@ __global__ void add_one_kernel(const float* x, float* y, int64_t n) {
 }
 
 // Adds one on the caller's current stream; returns that stream so tests can check it.
-int64_t add_one_cuda(tensorplug::TensorView x, tensorplug::TensorView y) {
+int64_t add_one_cuda(tensorplug::TensorView x, tensorplug::MutableView y) {
   TENSORPLUG_CHECK(x.device().device_type == kDLCUDA, ValueError) << "x must be a CUDA tensor";
   TENSORPLUG_CHECK(x.numel() == y.numel(), ValueError) << "x and y differ in size";
   tensorplug::CUDADeviceGuard guard(x.device().device_id);

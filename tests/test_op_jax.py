@@ -22,7 +22,7 @@ SOURCE = r"""
 namespace tp = tensorplug;
 
 // out += alpha * x (destination passing: `out` is written, its old value is read).
-void axpy(tp::TensorView x, tp::TensorView out, double alpha) {
+void axpy(tp::TensorView x, tp::MutableView out, double alpha) {
   TENSORPLUG_CHECK(x.numel() == out.numel(), ValueError) << "axpy: x has " << x.numel()
       << " elements, out has " << out.numel();
   const float* a = x.data_ptr<float>();
