@@ -89,7 +89,7 @@ def torch_rows(calls: int, repeat: int, backends: list[str]) -> list[dict]:
     from torch.utils import cpp_extension
 
     mod = cpp.load_inline("bench_compile_ops", TENSORPLUG_SOURCE, functions=["axpy", "scale"])
-    tp_axpy = tensorplug.op("bench_tp::axpy", mod.axpy, writes=("out",))
+    tp_axpy = tensorplug.op("bench_tp::axpy", mod.axpy)
     tp_scale = tensorplug.op("bench_tp::scale", mod.scale, returns=tensorplug.like("x"))
     cpp_extension.load_inline("bench_native_ops", cpp_sources=[NATIVE_SOURCE], is_python_module=False,
                               extra_cflags=["-O2"], verbose=False)

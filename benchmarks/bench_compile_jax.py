@@ -97,7 +97,7 @@ def build_both():
     mod = cpp.load_inline("bench_compile_jax_tp", TENSORPLUG_SOURCE, functions=["add_one", "axpy"])
     ops = {
         "add_one": tensorplug.op("bench_jax::add_one", mod.add_one, returns=tensorplug.like("x")),
-        "axpy": tensorplug.op("bench_jax::axpy", mod.axpy, writes="out"),
+        "axpy": tensorplug.op("bench_jax::axpy", mod.axpy),
     }
     source_dir = cpp.cache_dir() / "sources" / "bench_compile_jax_native"
     source_dir.mkdir(parents=True, exist_ok=True)

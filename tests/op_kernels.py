@@ -31,7 +31,7 @@ def ops() -> SimpleNamespace:
     mod = tensorplug.load_module(cpp.build("op_kernels", [SOURCE]))
     return SimpleNamespace(
         module=mod,
-        axpy=tensorplug.op("tptest::axpy", mod.axpy, writes=("out",)),
+        axpy=tensorplug.op("tptest::axpy", mod.axpy),
         scale=tensorplug.op("tptest::scale", mod.scale, returns=like("x")),
         row_sum=tensorplug.op("tptest::row_sum", mod.row_sum, returns=Output(shape=("x.shape[0]",), dtype="x")),
         pad=tensorplug.op("tptest::pad", mod.pad, returns=_pad_shape),
@@ -97,4 +97,4 @@ def gpu_ops() -> SimpleNamespace:
     """``fill(out, value)`` (destination passing, on the current stream) as the op
     ``tptest_gpu::fill``; ``module.last_stream()`` the stream its last call saw."""
     mod = cpp.load_inline("op_kernels_gpu", GPU_SOURCE, extra_ldflags=["-ldl"])
-    return SimpleNamespace(module=mod, fill=tensorplug.op("tptest_gpu::fill", mod.fill, writes=("out",)))
+    return SimpleNamespace(module=mod, fill=tensorplug.op("tptest_gpu::fill", mod.fill))

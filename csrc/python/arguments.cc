@@ -441,7 +441,7 @@ bool ConvertMView(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, con
   AdapterTable* table = LookupAdapter(Py_TYPE(obj));
   if (!table) {
     if (PyErr_Occurred()) return AnnotateError(f, i, param), false;
-    return ArgError(f, i, param, "a writable tensor", obj), false;
+    return ArgError(f, i, param, "a tensor", obj), false;
   }
   if (!ConvertTensorWith(table, false, f, frame, i, obj, param)) return false;
   if (frame.packed[i].flags & TP_ANY_FLAG_READ_ONLY) {
