@@ -230,7 +230,7 @@ class TensorAccessors {
     return WritableAddress();
   }
   /*! \brief mutable_data_ptr() as T*, with data_ptr<T>()'s dtype check. */
-  template <class T, class D = Derived, std::enable_if_t<!std::is_same_v<T, Derived>, int> = 0>
+  template <class T, class D = Derived>
   T* mutable_data_ptr() const {
     static_assert(D::kWritable,
                   "a TensorView is read-only: declare the parameter tensorplug::MutableView to write it");
@@ -290,7 +290,7 @@ class TensorView : public detail::TensorAccessors<TensorView> {
       : tensor_(tensor), read_only_(read_only) {}
   /*! \brief A view of argument `arg` of a call (named in its error messages). */
   TensorView(const DLTensor* tensor, bool read_only, ArgName arg) noexcept
-      : tensor_(tensor), arg_(arg), read_only_(read_only) {}
+      : tensor_(tensor), arg_name_(arg.name), arg_item_(arg.item), read_only_(read_only) {}
 
   /*! \brief The viewed DLTensor (NULL when undefined). */
   const DLTensor* dltensor() const noexcept { return tensor_; }
@@ -301,11 +301,13 @@ class TensorView : public detail::TensorAccessors<TensorView> {
   bool is_read_only() const noexcept { return read_only_; }
   bool defined() const noexcept { return tensor_ != nullptr; }
   /*! \brief The argument this view was lent as (name NULL for views made elsewhere). */
-  ArgName arg() const noexcept { return arg_; }
+  ArgName arg() const noexcept { return ArgName{arg_name_, arg_item_}; }
 
  private:
+  // ArgName's fields kept apart so that the flag shares their padding: 24 bytes in all.
   const DLTensor* tensor_ = nullptr;
-  ArgName arg_;
+  const char* arg_name_ = nullptr;
+  int32_t arg_item_ = -1;
   bool read_only_ = false;
 };
 
@@ -327,6 +329,7 @@ class MutableView : public detail::TensorAccessors<MutableView> {
   /*! \brief Always false: read-only tensors are refused for a MutableView. */
   bool is_read_only() const noexcept { return false; }
   bool defined() const noexcept { return tensor_ != nullptr; }
+  /*! \brief The argument this view was lent as (name NULL for views made elsewhere). */
   ArgName arg() const noexcept { return arg_; }
   /*! \brief The same tensor as a TensorView (for code that reads it). */
   operator TensorView() const noexcept { return TensorView(tensor_, false, arg_); }  // NOLINT: implicit by design
@@ -335,6 +338,9 @@ class MutableView : public detail::TensorAccessors<MutableView> {
   const DLTensor* tensor_ = nullptr;
   ArgName arg_;
 };
+
+static_assert(sizeof(TensorView) <= 3 * sizeof(void*) && sizeof(MutableView) <= 3 * sizeof(void*),
+              "views stay three words: they are passed by value to every kernel");
 
 /*!
  * \brief Bytes spanned by a compact tensor's elements: the element count times the bytes
