@@ -124,7 +124,8 @@ MUTATIONS = [
              ("tests/test_adapter_registry.py",), "a newly registered adapter is not asked for cached types"),
     # ---- written parameters ---------------------------------------------------------------
     Mutation("read-only-lent-for-writing", ARGUMENTS,
-             "if (frame.packed[i].flags & TP_ANY_FLAG_READ_ONLY) {", "if (false) {",
+             "if (frame.packed[i].flags & TP_ANY_FLAG_READ_ONLY) return RefuseReadOnly(",
+             "if (false) return RefuseReadOnly(",
              ("tests/test_mview.py", "-k", "refused_before_the_call"),
              "a read-only tensor reaches a MutableView parameter (only the kernel-side check, unnamed, stops it)"),
     Mutation("view-hands-out-writable-pointers", "csrc/include/tensorplug/tensor.h",
