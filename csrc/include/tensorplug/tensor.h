@@ -578,6 +578,15 @@ class Tensor : public detail::TensorAccessors<Tensor> {
   }
   /*! \brief A non-owning view, valid while this tensor lives. */
   TensorView view() const noexcept { return TensorView(dltensor(), is_read_only()); }
+  /*!
+   * \brief A non-owning view for writing (to pass a tensor a kernel allocated to a function
+   * taking a MutableView), valid while this tensor lives; ValueError "tensor is read-only"
+   * for read-only data.
+   */
+  MutableView mutable_view() const {
+    if (is_read_only()) TENSORPLUG_THROW(ValueError) << "tensor is read-only";
+    return MutableView(dltensor());
+  }
   operator TensorView() const noexcept { return view(); }  // NOLINT: a Tensor is usable as a view
 
   /*!
