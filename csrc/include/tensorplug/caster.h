@@ -398,8 +398,8 @@ struct TypeCaster<MutableViewList> {
     const TensorViewList items(v.v_array->items, v.v_array->size);
     for (int64_t i = 0; i < items.size(); ++i) {
       if (items[i].is_read_only()) {
-        TENSORPLUG_THROW(ValueError) << "item " << i
-                                     << ": expected a writable tensor (the kernel writes it), got a read-only tensor";
+        TENSORPLUG_THROW(ValueError) << "expected writable tensors (the kernel writes them), got a read-only tensor "
+                                     << "as item " << i;
       }
     }
     return MutableViewList(v.v_array->items, v.v_array->size, arg.name);
