@@ -34,7 +34,7 @@ static void axpy_body(const float* x, const float* y, float* out, int64_t n, dou
 
 TENSORPLUG_SOURCE = KERNEL_BODY + r"""
 namespace tp = tensorplug;
-void axpy(tp::TensorView x, tp::TensorView y, tp::TensorView out, double alpha) {
+void axpy(tp::TensorView x, tp::TensorView y, tp::MutableView out, double alpha) {
   TENSORPLUG_CHECK(x.numel() == y.numel() && x.numel() == out.numel(), ValueError) << "axpy: sizes differ";
   axpy_body(x.data_ptr<float>(), y.data_ptr<float>(), out.mutable_data_ptr<float>(), x.numel(), alpha);
 }
@@ -89,7 +89,7 @@ def torch_rows(calls: int, repeat: int, backends: list[str]) -> list[dict]:
     from torch.utils import cpp_extension
 
     mod = cpp.load_inline("bench_compile_ops", TENSORPLUG_SOURCE, functions=["axpy", "scale"])
-    tp_axpy = tensorplug.op("bench_tp::axpy", mod.axpy, writes=("out",))
+    tp_axpy = tensorplug.op("bench_tp::axpy", mod.axpy)
     tp_scale = tensorplug.op("bench_tp::scale", mod.scale, returns=tensorplug.like("x"))
     cpp_extension.load_inline("bench_native_ops", cpp_sources=[NATIVE_SOURCE], is_python_module=False,
                               extra_cflags=["-O2"], verbose=False)

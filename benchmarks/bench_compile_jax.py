@@ -46,7 +46,7 @@ tp::Tensor add_one(tp::TensorView x) {
   return y;
 }
 
-void axpy(tp::TensorView x, tp::TensorView out, double alpha) {
+void axpy(tp::TensorView x, tp::MutableView out, double alpha) {
   const float* a = x.data_ptr<float>();
   float* o = out.mutable_data_ptr<float>();
   for (int64_t i = 0, n = x.numel(); i < n; ++i) o[i] += static_cast<float>(alpha) * a[i];
@@ -97,7 +97,7 @@ def build_both():
     mod = cpp.load_inline("bench_compile_jax_tp", TENSORPLUG_SOURCE, functions=["add_one", "axpy"])
     ops = {
         "add_one": tensorplug.op("bench_jax::add_one", mod.add_one, returns=tensorplug.like("x")),
-        "axpy": tensorplug.op("bench_jax::axpy", mod.axpy, writes="out"),
+        "axpy": tensorplug.op("bench_jax::axpy", mod.axpy),
     }
     source_dir = cpp.cache_dir() / "sources" / "bench_compile_jax_native"
     source_dir.mkdir(parents=True, exist_ok=True)

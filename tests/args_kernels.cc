@@ -5,6 +5,7 @@
 
 #include "tensorplug/tensorplug.h"
 
+using tensorplug::MutableView;
 using tensorplug::TensorView;
 
 int64_t EchoInt(int64_t n) { return n; }
@@ -34,7 +35,7 @@ int64_t TotalNumel(tensorplug::TensorViewList xs) {
   return n;
 }
 // out[i] = sum of xs[j][i] over j, float32 1-d tensors of one length.
-void SumInto(tensorplug::TensorViewList xs, TensorView out) {
+void SumInto(tensorplug::TensorViewList xs, MutableView out) {
   float* po = out.mutable_data_ptr<float>();
   for (int64_t i = 0; i < out.numel(); ++i) po[i] = 0;
   for (int64_t j = 0; j < xs.size(); ++j) {
@@ -42,8 +43,8 @@ void SumInto(tensorplug::TensorViewList xs, TensorView out) {
     for (int64_t i = 0; i < out.numel(); ++i) po[i] += px[i];
   }
 }
-// Writes j into every element of xs[j] (mutable views; read-only ones refuse).
-void Stamp(std::vector<TensorView> xs) {
+// Writes j into every element of xs[j] (written views: read-only ones are refused).
+void Stamp(std::vector<MutableView> xs) {
   for (size_t j = 0; j < xs.size(); ++j) {
     float* p = xs[j].mutable_data_ptr<float>();
     for (int64_t i = 0; i < xs[j].numel(); ++i) p[i] = float(j);

@@ -24,13 +24,13 @@ std::vector<int64_t> Offsets(const tp::TensorView& x) {
 }
 
 // out = alpha * x + y, written into the caller's `out` (destination passing).
-void Axpy(tp::TensorView x, tp::TensorView y, tp::TensorView out, double alpha) {
+void Axpy(tp::TensorView x, tp::TensorView y, tp::MutableView out, double alpha) {
   CheckHost(x, "axpy");
   TENSORPLUG_CHECK(x.sizes() == y.sizes() && x.sizes() == out.sizes(), ValueError)
       << "axpy: x, y and out must have one shape, got " << x.sizes() << ", " << y.sizes() << ", " << out.sizes();
   TENSORPLUG_CHECK(x.dtype() == y.dtype() && x.dtype() == out.dtype(), TypeError) << "axpy: dtype mismatch";
   const auto ox = Offsets(x), oy = Offsets(y), oo = Offsets(out);
-  TENSORPLUG_DISPATCH_FLOATING_TYPES(x.dtype(), "axpy", [&] {
+  TENSORPLUG_DISPATCH_FLOATING_TYPES(x, "axpy", [&] {
     const scalar_t* px = x.data_ptr<scalar_t>();
     const scalar_t* py = y.data_ptr<scalar_t>();
     scalar_t* po = out.mutable_data_ptr<scalar_t>();
@@ -48,7 +48,7 @@ tp::Tensor Scale(tp::TensorView x, double alpha, std::optional<tp::TensorView> b
   tp::Tensor out = tp::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
   const auto ox = Offsets(x);
   const auto ob = bias ? Offsets(*bias) : std::vector<int64_t>();
-  TENSORPLUG_DISPATCH_FLOATING_TYPES(x.dtype(), "scale", [&] {
+  TENSORPLUG_DISPATCH_FLOATING_TYPES(x, "scale", [&] {
     const scalar_t* px = x.data_ptr<scalar_t>();
     const scalar_t* pb = bias ? bias->data_ptr<scalar_t>() : nullptr;
     scalar_t* po = out.mutable_data_ptr<scalar_t>();
@@ -64,7 +64,7 @@ tp::Tensor RowSum(tp::TensorView x) {
   CheckHost(x, "row_sum");
   TENSORPLUG_CHECK(x.dim() == 2, ValueError) << "row_sum: expected a 2-d tensor, got " << x.dim() << " dimensions";
   tp::Tensor out = tp::Tensor::FromEnvAlloc({x.size(0)}, x.dtype(), x.device());
-  TENSORPLUG_DISPATCH_FLOATING_TYPES(x.dtype(), "row_sum", [&] {
+  TENSORPLUG_DISPATCH_FLOATING_TYPES(x, "row_sum", [&] {
     const scalar_t* px = x.data_ptr<scalar_t>();
     scalar_t* po = out.mutable_data_ptr<scalar_t>();
     for (int64_t i = 0; i < x.size(0); ++i) {
@@ -82,7 +82,7 @@ tp::Tensor Pad(tp::TensorView x, int64_t before, int64_t after, double value) {
   TENSORPLUG_CHECK(x.dim() == 1 && before >= 0 && after >= 0, ValueError)
       << "pad: expected a 1-d tensor and before, after >= 0";
   tp::Tensor out = tp::Tensor::FromEnvAlloc({before + x.size(0) + after}, x.dtype(), x.device());
-  TENSORPLUG_DISPATCH_FLOATING_TYPES(x.dtype(), "pad", [&] {
+  TENSORPLUG_DISPATCH_FLOATING_TYPES(x, "pad", [&] {
     const scalar_t* px = x.data_ptr<scalar_t>();
     scalar_t* po = out.mutable_data_ptr<scalar_t>();
     for (int64_t i = 0; i < out.numel(); ++i) {
@@ -111,7 +111,7 @@ std::tuple<tp::Tensor, tp::Tensor> PlusAndTwice(tp::TensorView x) {
   tp::Tensor plus = tp::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
   tp::Tensor twice = tp::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
   const auto ox = Offsets(x);
-  TENSORPLUG_DISPATCH_FLOATING_TYPES(x.dtype(), "plus_and_twice", [&] {
+  TENSORPLUG_DISPATCH_FLOATING_TYPES(x, "plus_and_twice", [&] {
     const scalar_t* px = x.data_ptr<scalar_t>();
     scalar_t* pp = plus.mutable_data_ptr<scalar_t>();
     scalar_t* pt = twice.mutable_data_ptr<scalar_t>();

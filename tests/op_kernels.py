@@ -31,7 +31,7 @@ def ops() -> SimpleNamespace:
     mod = tensorplug.load_module(cpp.build("op_kernels", [SOURCE]))
     return SimpleNamespace(
         module=mod,
-        axpy=tensorplug.op("tptest::axpy", mod.axpy, writes=("out",)),
+        axpy=tensorplug.op("tptest::axpy", mod.axpy),
         scale=tensorplug.op("tptest::scale", mod.scale, returns=like("x")),
         row_sum=tensorplug.op("tptest::row_sum", mod.row_sum, returns=Output(shape=("x.shape[0]",), dtype="x")),
         pad=tensorplug.op("tptest::pad", mod.pad, returns=_pad_shape),
@@ -68,7 +68,7 @@ MemsetD32Async Memset() {
 }
 
 // out[...] = value on the current stream of out's device (recorded for last_stream()).
-void Fill(tp::TensorView out, double value) {
+void Fill(tp::MutableView out, double value) {
   TENSORPLUG_CHECK(out.device().device_type == kDLCUDA && out.dtype() == tp::kFloat32 && out.is_contiguous(),
                    ValueError) << "fill: expected a contiguous float32 CUDA tensor";
   const MemsetD32Async memset = Memset();
@@ -97,4 +97,4 @@ def gpu_ops() -> SimpleNamespace:
     """``fill(out, value)`` (destination passing, on the current stream) as the op
     ``tptest_gpu::fill``; ``module.last_stream()`` the stream its last call saw."""
     mod = cpp.load_inline("op_kernels_gpu", GPU_SOURCE, extra_ldflags=["-ldl"])
-    return SimpleNamespace(module=mod, fill=tensorplug.op("tptest_gpu::fill", mod.fill, writes=("out",)))
+    return SimpleNamespace(module=mod, fill=tensorplug.op("tptest_gpu::fill", mod.fill))

@@ -53,17 +53,20 @@ def test_mixed_with_paddle(k):
 def test_items_are_zero_copy_views(k):
     torch = pytest.importorskip("torch")
     xs = [np.zeros(2, np.float32), torch.zeros(3), np.zeros(1, np.float32)]
-    k.stamp(xs)  # writes j into xs[j] through std::vector<TensorView>
+    k.stamp(xs)  # writes j into xs[j] through std::vector<MutableView>
     assert xs[0].tolist() == [0.0, 0.0] and xs[1].tolist() == [1.0, 1.0, 1.0] and xs[2].tolist() == [2.0]
 
 
 def test_read_only_items_refuse_writes(k):
     jnp = pytest.importorskip("jax.numpy")
-    with pytest.raises(ValueError, match="read-only"):
+    assert k.stamp.signature_text == "xs:mviews->void"
+    with pytest.raises(ValueError, match=r"^stamp\(\) argument 1 'xs' item 1: expected a writable tensor \(the "
+                                         r"kernel writes it\), got a read-only jax array$"):
         k.stamp([np.zeros(1, np.float32), jnp.zeros(2, dtype=jnp.float32)])
     ro = np.zeros(2, np.float32)
     ro.flags.writeable = False
-    with pytest.raises(ValueError, match="read-only"):
+    with pytest.raises(ValueError, match=r"^stamp\(\) argument 1 'xs' item 0: expected a writable tensor \(the "
+                                         r"kernel writes it\), got a read-only numpy array$"):
         k.stamp([ro])
 
 

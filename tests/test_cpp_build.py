@@ -16,7 +16,7 @@ np = pytest.importorskip("numpy")
 ROOT = Path(__file__).resolve().parents[1]
 
 SAXPY = r"""
-void saxpy(tensorplug::TensorView x, tensorplug::TensorView y, double a) {
+void saxpy(tensorplug::TensorView x, tensorplug::MutableView y, double a) {
   TENSORPLUG_CHECK(x.numel() == y.numel(), ValueError) << "x and y differ in size";
   const float* px = x.data_ptr<float>();
   float* py = static_cast<float*>(y.mutable_data_ptr());
@@ -37,7 +37,7 @@ def test_load_inline_generates_exports_with_parameter_names(inline_module):
     inline_module.saxpy(x, y, 2.0)
     np.testing.assert_array_equal(y, [2, 3, 4, 5])
     assert inline_module.twice(21) == 42
-    assert inline_module.saxpy.signature_text == "x:view;y:view;a:float->void"
+    assert inline_module.saxpy.signature_text == "x:view;y:mview;a:float->void"
     with pytest.raises(ValueError, match="x and y differ in size"):
         inline_module.saxpy(x, np.ones(2, dtype=np.float32), 1.0)
 

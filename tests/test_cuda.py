@@ -16,7 +16,7 @@ __global__ void add_one_kernel(const float* x, float* y, int64_t n) {
 }
 
 // Adds one on the caller's current stream; returns that stream so tests can check it.
-int64_t add_one_cuda(tensorplug::TensorView x, tensorplug::TensorView y) {
+int64_t add_one_cuda(tensorplug::TensorView x, tensorplug::MutableView y) {
   TENSORPLUG_CHECK(x.device().device_type == kDLCUDA, ValueError) << "x must be a CUDA tensor";
   TENSORPLUG_CHECK(x.numel() == y.numel(), ValueError) << "x and y differ in size";
   tensorplug::CUDADeviceGuard guard(x.device().device_id);
@@ -32,7 +32,7 @@ int64_t add_one_cuda(tensorplug::TensorView x, tensorplug::TensorView y) {
 
 tensorplug::Tensor plus_one_cuda(tensorplug::TensorView x) {
   auto out = tensorplug::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
-  add_one_cuda(x, out.view());
+  add_one_cuda(x, out.mutable_view());
   return out;
 }
 """
@@ -54,7 +54,7 @@ def cuda_device_or_skip():
 
 def test_cuda_sources_compile_and_load(cuda_module):
     assert cuda_module.functions == ("add_one_cuda", "plus_one_cuda")
-    assert cuda_module.add_one_cuda.signature_text == "x:view;y:view->int"
+    assert cuda_module.add_one_cuda.signature_text == "x:view;y:mview->int"
     # On the CPU the kernel refuses cleanly instead of launching.
     with pytest.raises(ValueError, match="x must be a CUDA tensor"):
         cuda_module.add_one_cuda(np.ones(3, np.float32), np.ones(3, np.float32))

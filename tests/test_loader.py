@@ -29,7 +29,7 @@ def test_signature_is_exported(kernels):
     sig = inspect.signature(kernels.scale)
     assert list(sig.parameters) == ["x", "y", "alpha"]
     assert sig.parameters["alpha"].annotation == "float"
-    assert kernels.scale.signature_text == "x:view;y:view;alpha:float->void"
+    assert kernels.scale.signature_text == "x:view;y:mview;alpha:float->void"
 
 
 def test_missing_path():

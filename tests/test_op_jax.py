@@ -22,7 +22,7 @@ SOURCE = r"""
 namespace tp = tensorplug;
 
 // out += alpha * x (destination passing: `out` is written, its old value is read).
-void axpy(tp::TensorView x, tp::TensorView out, double alpha) {
+void axpy(tp::TensorView x, tp::MutableView out, double alpha) {
   TENSORPLUG_CHECK(x.numel() == out.numel(), ValueError) << "axpy: x has " << x.numel()
       << " elements, out has " << out.numel();
   const float* a = x.data_ptr<float>();
@@ -113,7 +113,7 @@ def ops(mod):
     """The kernels declared as ops once per process (op names are process-wide)."""
     like_x = tensorplug.like("x")
     made = {
-        "axpy": tensorplug.op("tpjax::axpy", mod.axpy, writes="out"),
+        "axpy": tensorplug.op("tpjax::axpy", mod.axpy),
         "outer_range": tensorplug.op("tpjax::outer_range", mod.outer_range,
                                      returns=tensorplug.Output(("x.shape[0]", "n"), "x")),
         "shift_and_scale": tensorplug.op("tpjax::shift_and_scale", mod.shift_and_scale, returns=(like_x, like_x)),
@@ -329,7 +329,7 @@ def test_declaring_and_eager_numpy_calls_import_no_jax(tmp_path):
         import tensorplug
         from tensorplug import cpp
         mod = cpp.load_inline("op_jax_noimport", {SOURCE.split("// A new (x.shape")[0]!r}, functions=["axpy"])
-        op = tensorplug.op("noimport::axpy", mod.axpy, writes="out")
+        op = tensorplug.op("noimport::axpy", mod.axpy)
         out = np.zeros(2, np.float32)
         op(np.ones(2, np.float32), out, 3.0)
         assert list(out) == [3.0, 3.0], out

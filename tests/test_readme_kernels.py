@@ -68,7 +68,7 @@ def test_readme_kernel_float64_and_zero_size(affine):
 def test_readme_kernel_refuses_other_dtypes(affine):
     with pytest.raises(TypeError) as info:
         affine(np.arange(3), 2.0, 1.0)
-    assert str(info.value) == "unsupported dtype int64 for affine"
+    assert str(info.value) == "argument 'x': unsupported dtype int64 for affine"
 
 
 def test_readme_kernel_torch_layouts(affine):

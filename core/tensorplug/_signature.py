@@ -16,6 +16,9 @@ _ANNOTATIONS = {
     "str": "str", "device": "Device", "dtype": "DType", "func": "Callable[..., Any]", "any": "Any",
     "void": "None", "tuple": "tuple[Any, ...]", "views": "Sequence[Tensor]", "list": "list[Tensor]",
     "ints": "Sequence[int]",
+    # A tensor the kernel writes (tensorplug::MutableView): the same Python type; the written
+    # mark is in the signature string and an op's doc (docs/decisions.md).
+    "mview": "Tensor", "mviews": "Sequence[Tensor]",
 }
 # Results are concrete where parameters accept any sequence.
 _RESULT_ANNOTATIONS = {"ints": "list[int]"}

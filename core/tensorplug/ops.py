@@ -21,13 +21,13 @@ from .shapes import RuleError, TensorSpec, compile_returns
 
 # The signature kinds (csrc/include/tensorplug/vocabulary.h) as an op sees them: each
 # parameter kind is a tensor, a scalar, or one no compiler can trace (tests/test_op.py
-# checks that every kind of the vocabulary is classified). "mview" (a written view) is
-# read as written once the vocabulary has it.
+# checks that every kind of the vocabulary is classified). "mview" (a tensorplug::MutableView
+# parameter) is a tensor the kernel writes.
 _PARAM_KINDS = frozenset(_core.VOCABULARY["param_kinds"])
-TENSOR_KINDS = frozenset({"view", "tensor", "mview"}) & _PARAM_KINDS
-WRITTEN_KINDS = frozenset({"mview"}) & _PARAM_KINDS
+TENSOR_KINDS = frozenset({"view", "tensor", "mview"})
+WRITTEN_KINDS = frozenset({"mview"})
 SCALAR_KINDS = frozenset({"int", "float", "bool", "str", "device", "dtype"})
-UNTRACEABLE_KINDS = frozenset({"func", "any", "views", "ints"})  # lists: not traced by ops yet (issue 12)
+UNTRACEABLE_KINDS = frozenset({"func", "any", "views", "mviews", "ints"})  # lists: not traced by ops yet (issue 12)
 RESULT_KINDS = frozenset({"void", "tensor", "tuple"})
 
 # Python scalar types, resolved when an op is declared (a tracer cannot run the hooks).
@@ -92,14 +92,7 @@ class Op:
             raise ValueError(f"{where}: function {function.__name__!r} exports no signature; export it with "
                              "TENSORPLUG_EXPORT (or a __tensorplugsig_ symbol) so its parameters are known")
         params, result = parse_signature(text)
-        writes = (writes,) if isinstance(writes, str) else tuple(writes)
-        by_name = {p.name: p for p in params}
-        for w in writes:
-            p = by_name.get(w)
-            if p is None or p.kind not in ("view", "mview"):
-                raise ValueError(f"{where} argument 'writes': {w!r} is not a tensor view parameter of "
-                                 f"{function.__name__}({', '.join(by_name)})")
-        params = tuple(p._replace(written=p.written or p.name in writes) for p in params)
+        params = _declare_writes(where, function.__name__, params, writes)
         for p in params:
             if not p.is_tensor and p.kind not in SCALAR_KINDS:
                 raise ValueError(f"{where}: parameter {p.name!r} is a {p.kind}; operators take tensors, int, "
@@ -138,7 +131,8 @@ class Op:
         self.n_outputs = n_outputs
         self.__signature__ = inspect.signature(function)
         self.__name__ = self.opname
-        self.__doc__ = f"Operator {name} calling kernel function {function.__name__}{self.__signature__}."
+        writes_doc = f"; it writes {', '.join(self.written)} in place" if self.written else ""
+        self.__doc__ = f"Operator {name} calling kernel function {function.__name__}{self.__signature__}{writes_doc}."
         self._rule = rule
         self._impls: dict[type, Any] = {}
 
@@ -206,6 +200,30 @@ class Op:
             self.resolve(arg_type)
 
 
+def _declare_writes(where: str, fname: str, params: tuple[Param, ...], writes) -> tuple[Param, ...]:
+    """The params with ``written`` set. Written tensors come from the signature (kind mview).
+    ``writes=`` is for kernels whose signature cannot say it (C kernels declaring ``view``, the
+    tvm-ffi compatibility layer's TensorView): it names view parameters; given for a kernel
+    that declares mview parameters, it must name exactly those."""
+    writes = (writes,) if isinstance(writes, str) else tuple(writes)
+    if not writes:
+        return params
+    declared = tuple(p.name for p in params if p.written)
+    if declared:
+        if sorted(writes) != sorted(declared):
+            raise ValueError(f"{where} argument 'writes': {tuple(writes)!r} does not match the parameters "
+                             f"{fname} declares written (kind mview): {declared!r}; leave writes= out, the "
+                             "signature says it")
+        return params
+    by_name = {p.name: p for p in params}
+    for w in writes:
+        p = by_name.get(w)
+        if p is None or p.kind != "view":
+            raise ValueError(f"{where} argument 'writes': {w!r} is not a tensor view parameter of "
+                             f"{fname}({', '.join(by_name)})")
+    return tuple(p._replace(written=p.name in writes) for p in params)
+
+
 # Declared ops by name. Kept for the life of the process, as frameworks keep their
 # registrations (a torch.library op cannot be removed).
 _ops: dict[str, Op] = {}
@@ -221,8 +239,11 @@ def op(name: str, function, *, returns=None, writes=()) -> Op:
     device=None)``, a tuple of them, or a shape function (see :mod:`tensorplug.shapes`).
     A kernel that returns nothing (destination passing) takes none.
 
-    ``writes``: the names of the tensor parameters the kernel writes in place; kernels that
-    declare written parameters in their C++ signature need not repeat them.
+    ``writes``: not needed for kernels that declare what they write (``tensorplug::MutableView``
+    parameters, kind ``mview``): the op reads it from the signature, and ``writes``, if given,
+    must name exactly those. For kernels whose signature cannot say it (a C kernel declaring
+    ``view``, a kernel of the tvm-ffi compatibility layer) it names the view parameters the
+    kernel writes in place.
 
     Each adapter is told about the op (hook ``tensorplug_op_declared``): the torch adapter
     registers ``torch.ops.<namespace>.<name>`` at once when torch is imported, else when

@@ -434,6 +434,34 @@ bool ConvertTensor(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, co
   return ConvertTensorKind<true>(f, frame, i, obj, param);
 }
 
+// "axpy() argument 3 'out': expected a writable tensor (the kernel writes it), got a
+// read-only numpy array" (the adapter's name, when the table has one).
+bool RefuseReadOnly(FunctionObject* f, int i, const Param* param, int item, const AdapterTable* table) {
+  const std::string label = ArgLabel(i, param, item);
+  if (table && table->name) {
+    PyErr_Format(PyExc_ValueError, "%U() %s: expected a writable tensor (the kernel writes it), got a read-only %U array",
+                 f->name, label.c_str(), table->name);
+  } else {
+    PyErr_Format(PyExc_ValueError, "%U() %s: expected a writable tensor (the kernel writes it), got a read-only tensor",
+                 f->name, label.c_str());
+  }
+  return false;
+}
+
+// A tensor the kernel writes ("mview"): a view, refused before the call when the caller
+// lent it read-only (a jax array, a numpy array without WRITEABLE). The frame releases the
+// export on failure.
+bool ConvertMView(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  AdapterTable* table = LookupAdapter(Py_TYPE(obj));
+  if (!table) {
+    if (PyErr_Occurred()) return AnnotateError(f, i, param), false;
+    return ArgError(f, i, param, "a tensor", obj), false;
+  }
+  if (!ConvertTensorWith(table, false, f, frame, i, obj, param)) return false;
+  if (frame.packed[i].flags & TP_ANY_FLAG_READ_ONLY) return RefuseReadOnly(f, i, param, -1, table);
+  return true;
+}
+
 // A list or tuple of tensors ("views"): each item exported as a view into the call's
 // scratch arena (no allocation per item), passed as one kTPArray.
 bool ConvertViews(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
@@ -503,6 +531,19 @@ bool ConvertViews(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, con
   array->items = items;
   frame.packed[i].type_index = kTPArray;
   frame.packed[i].v_array = array;
+  return true;
+}
+
+// A list of tensors the kernel writes ("mviews"): as "views", each read-only item refused.
+bool ConvertMViews(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  if (!ConvertViews(f, frame, i, obj, param)) return false;
+  const TPArray* array = frame.packed[i].v_array;
+  for (int64_t k = 0; k < array->size; ++k) {
+    if (array->items[k].flags & TP_ANY_FLAG_READ_ONLY) {
+      PyObject* seq = PyList_Check(obj) ? frame.kept[frame.num_kept - 1] : obj;  // the snapshot ConvertViews took
+      return RefuseReadOnly(f, i, param, int(k), LookupAdapter(Py_TYPE(PyTuple_GET_ITEM(seq, k))));
+    }
+  }
   return true;
 }
 

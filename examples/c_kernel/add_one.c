@@ -73,7 +73,8 @@ static int is_host(const DLTensor* t) {
   return t->device.device_type == kDLCPU || t->device.device_type == kDLCUDAHost;
 }
 
-TP_EXPORT const char* __tensorplugsig_add_one(void) { return "x:view;out:view->int"; }
+/* out is written: kind mview, so callers refuse a read-only tensor for it before the call. */
+TP_EXPORT const char* __tensorplugsig_add_one(void) { return "x:view;out:mview->int"; }
 
 TP_EXPORT int __tensorplug_add_one(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
   static const char* const names[2] = {"x", "out"};
@@ -115,6 +116,7 @@ TP_EXPORT int __tensorplug_add_one(void* self, const TPAny* args, int32_t nargs,
       return fail(args, nargs, "ValueError", message);
     }
   }
+  /* Callers that read the signature never pass a read-only out; a C caller might. */
   if (read_only[1]) return fail(args, nargs, "ValueError", "add_one: 'out' is read-only");
   if (tensors[0]->ndim != tensors[1]->ndim) {
     return fail(args, nargs, "ValueError", "add_one: 'x' and 'out' differ in shape");

@@ -43,13 +43,13 @@ void CheckSameLayout(tp::TensorView x, tp::TensorView out, const char* fn, const
 }
 
 // out = x + 1
-void AddOne(tp::TensorView x, tp::TensorView out) {
+void AddOne(tp::TensorView x, tp::MutableView out) {
   CheckHost(x, "add_one", "x");
   CheckHost(out, "add_one", "out");
   CheckSameLayout(x, out, "add_one", "x", "out");
   CheckContiguous(x, "add_one", "x");
   CheckContiguous(out, "add_one", "out");
-  TENSORPLUG_DISPATCH_NUMERIC_TYPES(x.dtype(), "add_one", [&] {
+  TENSORPLUG_DISPATCH_NUMERIC_TYPES(x, "add_one", [&] {
     const scalar_t* in = x.data_ptr<scalar_t>();
     scalar_t* result = out.mutable_data_ptr<scalar_t>();
     for (int64_t i = 0, n = x.numel(); i < n; ++i) result[i] = static_cast<scalar_t>(in[i] + 1);
@@ -57,13 +57,13 @@ void AddOne(tp::TensorView x, tp::TensorView out) {
 }
 
 // y = alpha * x
-void Scale(tp::TensorView x, tp::TensorView y, double alpha) {
+void Scale(tp::TensorView x, tp::MutableView y, double alpha) {
   CheckHost(x, "scale", "x");
   CheckHost(y, "scale", "y");
   CheckSameLayout(x, y, "scale", "x", "y");
   CheckContiguous(x, "scale", "x");
   CheckContiguous(y, "scale", "y");
-  TENSORPLUG_DISPATCH_FLOATING_TYPES_AND_HALF(x.dtype(), "scale", [&] {
+  TENSORPLUG_DISPATCH_FLOATING_TYPES_AND_HALF(x, "scale", [&] {
     const scalar_t* in = x.data_ptr<scalar_t>();
     scalar_t* result = y.mutable_data_ptr<scalar_t>();
     for (int64_t i = 0, n = x.numel(); i < n; ++i) {
@@ -80,7 +80,7 @@ tp::Tensor Add(tp::TensorView a, tp::TensorView b) {
   CheckContiguous(a, "add", "a");
   CheckContiguous(b, "add", "b");
   tp::Tensor out = tp::Tensor::FromEnvAlloc(a.shape(), a.dtype(), a.device());
-  TENSORPLUG_DISPATCH_NUMERIC_TYPES(a.dtype(), "add", [&] {
+  TENSORPLUG_DISPATCH_NUMERIC_TYPES(a, "add", [&] {
     const scalar_t* x = a.data_ptr<scalar_t>();
     const scalar_t* y = b.data_ptr<scalar_t>();
     scalar_t* result = out.mutable_data_ptr<scalar_t>();
@@ -90,9 +90,9 @@ tp::Tensor Add(tp::TensorView a, tp::TensorView b) {
 }
 
 // x[...] = value, in place; any strides.
-void Fill(tp::TensorView x, double value) {
+void Fill(tp::MutableView x, double value) {
   CheckHost(x, "fill", "x");
-  TENSORPLUG_DISPATCH_ALL_TYPES_AND_HALF(x.dtype(), "fill", [&] {
+  TENSORPLUG_DISPATCH_ALL_TYPES_AND_HALF(x, "fill", [&] {
     scalar_t* data = x.mutable_data_ptr<scalar_t>();
     const scalar_t v = static_cast<scalar_t>(value);
     tp::ForEachOffset(x, [&](int64_t offset) { data[offset] = v; });
@@ -102,7 +102,7 @@ void Fill(tp::TensorView x, double value) {
 double Sum(tp::TensorView x) {
   CheckHost(x, "sum", "x");
   CheckContiguous(x, "sum", "x");
-  return TENSORPLUG_DISPATCH_ALL_TYPES_AND_HALF(x.dtype(), "sum", [&] {
+  return TENSORPLUG_DISPATCH_ALL_TYPES_AND_HALF(x, "sum", [&] {
     const scalar_t* data = x.data_ptr<scalar_t>();
     double total = 0;
     for (int64_t i = 0, n = x.numel(); i < n; ++i) total += static_cast<double>(data[i]);
@@ -113,7 +113,7 @@ double Sum(tp::TensorView x) {
 // Like sum, for any strides (transposed, sliced, negative-stride views).
 double StridedSum(tp::TensorView x) {
   CheckHost(x, "strided_sum", "x");
-  return TENSORPLUG_DISPATCH_ALL_TYPES_AND_HALF(x.dtype(), "strided_sum", [&] {
+  return TENSORPLUG_DISPATCH_ALL_TYPES_AND_HALF(x, "strided_sum", [&] {
     const scalar_t* data = x.data_ptr<scalar_t>();
     double total = 0;
     tp::ForEachOffset(x, [&](int64_t offset) { total += static_cast<double>(data[offset]); });

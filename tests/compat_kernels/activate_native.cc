@@ -5,7 +5,7 @@
 
 namespace tp = tensorplug;
 
-void Activate(tp::TensorView x, std::string kind) {
+void Activate(tp::MutableView x, std::string kind) {
   TENSORPLUG_CHECK(x.is_contiguous(), ValueError) << "activate: x must be contiguous";
   TENSORPLUG_CHECK(x.dtype() == tp::kFloat32, TypeError) << "activate: float32 only";
   float slope = 0.0f;

@@ -3,7 +3,7 @@
 
 namespace tp = tensorplug;
 
-void AddOne(tp::TensorView x, tp::TensorView y) {
+void AddOne(tp::TensorView x, tp::MutableView y) {
   TENSORPLUG_ICHECK(x.dim() == 1) << "x must be a 1D tensor";
   TENSORPLUG_ICHECK(x.dtype() == tp::kFloat32) << "x must be a float tensor";
   TENSORPLUG_ICHECK(y.dim() == 1) << "y must be a 1D tensor";

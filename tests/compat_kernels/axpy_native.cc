@@ -5,7 +5,7 @@
 
 namespace tp = tensorplug;
 
-void Axpy(tp::TensorView x, tp::TensorView out, std::optional<tp::TensorView> bias, std::optional<double> alpha) {
+void Axpy(tp::TensorView x, tp::MutableView out, std::optional<tp::TensorView> bias, std::optional<double> alpha) {
   TENSORPLUG_CHECK(x.dim() == 1, ValueError) << "axpy: x must be 1-D";
   TENSORPLUG_CHECK(out.size(0) == x.size(0), ValueError) << "axpy: out must match x";
   TENSORPLUG_CHECK(x.dtype() == tp::kFloat32, TypeError) << "axpy: float32 only";

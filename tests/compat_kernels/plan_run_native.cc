@@ -18,7 +18,7 @@ std::vector<int64_t> Plan(int64_t n, int64_t chunk_size) {
   return plan;
 }
 
-void Run(tp::TensorView x, tp::TensorView out, std::vector<int64_t> plan) {
+void Run(tp::TensorView x, tp::MutableView out, std::vector<int64_t> plan) {
   TENSORPLUG_CHECK(plan.size() >= 2 && plan.size() == 2 + 2 * static_cast<size_t>(plan[1]), ValueError)
       << "run: plan is malformed";
   TENSORPLUG_CHECK(x.size(0) == plan[0] && out.size(0) == plan[0], ValueError) << "run: tensors do not match the plan";

@@ -6,13 +6,13 @@
 namespace tp = tensorplug;
 
 template <class T>
-static void ScaleImpl(tp::TensorView x, tp::TensorView out, double alpha) {
+static void ScaleImpl(tp::TensorView x, tp::MutableView out, double alpha) {
   const T* src = x.data_ptr<T>();
   T* dst = out.mutable_data_ptr<T>();
   for (int64_t i = 0; i < x.numel(); ++i) dst[i] = static_cast<T>(src[i] * alpha);
 }
 
-void Scale(tp::TensorView x, tp::TensorView out, double alpha) {
+void Scale(tp::TensorView x, tp::MutableView out, double alpha) {
   TENSORPLUG_CHECK(x.is_contiguous(), ValueError) << "scale: x must be contiguous";
   TENSORPLUG_CHECK(out.is_contiguous(), ValueError) << "scale: out must be contiguous";
   TENSORPLUG_CHECK(x.sizes() == out.sizes(), ValueError) << "scale: shape mismatch";

@@ -5,7 +5,7 @@
 
 namespace tp = tensorplug;
 
-void SumList(std::vector<tp::TensorView> xs, tp::TensorView out) {
+void SumList(std::vector<tp::TensorView> xs, tp::MutableView out) {
   TENSORPLUG_CHECK(!xs.empty(), ValueError) << "sum_list: xs is empty";
   float* dst = out.mutable_data_ptr<float>();
   for (int64_t i = 0; i < out.size(0); ++i) dst[i * out.stride(0)] = 0;

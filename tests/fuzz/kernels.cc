@@ -78,6 +78,23 @@ std::string DescribeAny(const TPAny& v) {
 // ------------------------------------------------------------ one kernel per kind ----
 std::string ViewMeta(tp::TensorView x) { return Meta(x); }
 int64_t ViewTouch(tp::TensorView x) { return Touch(x); }
+// Writes every byte of a written view back unchanged: a write access per element, which
+// faults on memory that is not writable (read-only tensors must be refused before the call).
+int64_t MViewTouch(tp::MutableView x) {
+  if (!IsHost(x.device()) || x.numel() > (1 << 20)) return -1;
+  const int64_t item = ElementBytes(x.dtype());
+  if (item <= 0 || item > 64) return -1;
+  volatile unsigned char* base = static_cast<unsigned char*>(x.data_ptr());
+  int64_t sum = 0;
+  tp::ForEachOffset(x, [&](int64_t offset) {
+    for (int64_t b = 0; b < item; ++b) {
+      const unsigned char byte = base[offset * item + b];
+      base[offset * item + b] = byte;
+      sum += byte;
+    }
+  });
+  return sum;
+}
 tp::Tensor TensorEcho(tp::Tensor x) { return x; }
 std::string TensorMeta(tp::Tensor x) { return Meta(x.view()); }
 int64_t IntI64(int64_t v) { return v; }
@@ -271,6 +288,7 @@ struct ReleaseAtExit {
 
 TENSORPLUG_EXPORT(view_meta, ViewMeta, "x");
 TENSORPLUG_EXPORT(view_touch, ViewTouch, "x");
+TENSORPLUG_EXPORT(mview_touch, MViewTouch, "x");
 TENSORPLUG_EXPORT(tensor_echo, TensorEcho, "x");
 TENSORPLUG_EXPORT(tensor_meta, TensorMeta, "x");
 TENSORPLUG_EXPORT(int_i64, IntI64, "v");

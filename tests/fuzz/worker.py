@@ -24,7 +24,8 @@ import inputs  # noqa: E402
 
 # Parameter kinds of each fuzz kernel (tests/fuzz/kernels.cc), "?x" optional.
 SIGNATURES = {
-    "view_meta": ["view"], "view_touch": ["view"], "tensor_echo": ["tensor"], "tensor_meta": ["tensor"],
+    "view_meta": ["view"], "view_touch": ["view"], "mview_touch": ["mview"], "tensor_echo": ["tensor"],
+    "tensor_meta": ["tensor"],
     "int_i64": ["int"], "int_i8": ["int"], "int_u32": ["int"], "int_u64": ["int"], "float_f64": ["float"],
     "float_f32": ["float"], "bool_b": ["bool"], "str_s": ["str"], "str_sv": ["str"], "str_c": ["str"],
     "device_d": ["device"], "dtype_t": ["dtype"], "any_a": ["any"], "func_call": ["func", "int"],
@@ -78,7 +79,7 @@ class Case:
             kind = kind[1:]
         if rng.random() < 0.15:
             return self.anything()
-        if kind in ("view", "tensor"):
+        if kind in ("view", "mview", "tensor"):
             r = rng.random()
             if r < 0.7:
                 return self.fw.tensor(rng)

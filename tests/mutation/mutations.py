@@ -122,6 +122,15 @@ MUTATIONS = [
              "            self.sources.setdefault(id(plugin), (None, None))\n            _core.clear_adapter_cache()\n",
              "            self.sources.setdefault(id(plugin), (None, None))\n",
              ("tests/test_adapter_registry.py",), "a newly registered adapter is not asked for cached types"),
+    # ---- written parameters ---------------------------------------------------------------
+    Mutation("read-only-lent-for-writing", ARGUMENTS,
+             "if (frame.packed[i].flags & TP_ANY_FLAG_READ_ONLY) return RefuseReadOnly(",
+             "if (false) return RefuseReadOnly(",
+             ("tests/test_mview.py", "-k", "refused_before_the_call"),
+             "a read-only tensor reaches a MutableView parameter (only the kernel-side check, unnamed, stops it)"),
+    Mutation("view-hands-out-writable-pointers", "csrc/include/tensorplug/tensor.h",
+             "      return static_cast<const void*>(address);", "      return address;",
+             ("tests/test_mview.py", "-k", "untyped_write"), "a TensorView's data_ptr() is writable again"),
     # ---- the kit --------------------------------------------------------------------------
     Mutation("kit-skips-undeclared-refusals", "core/tensorplug/testing/conformance.py",
              "    if refusal is None:\n        pytest.fail(",

@@ -29,7 +29,7 @@ def kit_ops(kernels) -> SimpleNamespace:
         add_one=declare("tensorplug_conformance::add_one", kernels.add_one, returns=like("x")),
         add=declare("tensorplug_conformance::add", kernels.add, returns=like("a")),
         pair=declare("tensorplug_conformance::pair", kernels.pair, returns=(like("x"), like("x"))),
-        fill=declare("tensorplug_conformance::fill", kernels.fill, writes=("x",)),
+        fill=declare("tensorplug_conformance::fill", kernels.fill),
     )
 
 

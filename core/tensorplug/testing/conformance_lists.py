@@ -83,8 +83,8 @@ class TestLists:
         fw = tensorplug_adapter
         needs_host(fw)
         (x, ex), (y, ey) = make(fw, (2, 3)), make(fw, (5,))
-        if fw.read_only:  # immutable arrays: the write is refused and changes nothing
-            with pytest.raises(ValueError, match="read-only"):
+        if fw.read_only:  # immutable arrays: the written parameter refuses them before the call
+            with pytest.raises(ValueError, match=r"'xs' item 0: expected a writable tensor .*read-only"):
                 tensorplug_kernels.list_fill([x, y], 7.0)
         else:
             tensorplug_kernels.list_fill([x, y], 7.0)
@@ -96,8 +96,8 @@ class TestLists:
         frozen = fw.read_only_tensor(ex)
         if frozen is None:
             return  # no read-only tensors (the read-only capability says so)
-        with pytest.raises(ValueError, match="read-only"):
-            tensorplug_kernels.list_fill([x, frozen], 1.0)  # the kernel takes every pointer before writing
+        with pytest.raises(ValueError, match=r"'xs' item 1: expected a writable tensor .*read-only"):
+            tensorplug_kernels.list_fill([x, frozen], 1.0)  # refused before the call: nothing is written
         assert_values(fw, x, ex, "a writable item after a refused list_fill")
         assert_values(fw, frozen, ex, "a read-only item after a refused list_fill")
 

@@ -30,10 +30,12 @@ void CheckHost(const tp::TensorView& x, const char* fn) {
       << fn << ": the test kernels read host memory only, got a tensor on " << x.device();
 }
 
-// Calls f(T{}) with T the C++ element type of `dtype` (every dtype the kit tests).
+// Calls f(T{}) with T the C++ element type of x's dtype (every dtype the kit tests); errors
+// name x's argument ("argument 'x': fill: unsupported dtype ...").
 template <class F>
-auto Dispatch(DLDataType dtype, const char* fn, F&& f) {
-  TENSORPLUG_CHECK(dtype.lanes == 1, TypeError) << fn << ": vector dtype " << dtype;
+auto Dispatch(const tp::TensorView& x, const char* fn, F&& f) {
+  const DLDataType dtype = x.dtype();
+  TENSORPLUG_CHECK(dtype.lanes == 1, TypeError) << x.arg() << fn << ": vector dtype " << dtype;
   switch (dtype.code << 8 | dtype.bits) {
     case kDLBool << 8 | 8: return f(bool{});
     case kDLInt << 8 | 8: return f(int8_t{});
@@ -51,7 +53,7 @@ auto Dispatch(DLDataType dtype, const char* fn, F&& f) {
     case kDLComplex << 8 | 64: return f(std::complex<float>{});
     case kDLComplex << 8 | 128: return f(std::complex<double>{});
   }
-  TENSORPLUG_THROW(TypeError) << fn << ": unsupported dtype " << dtype;
+  TENSORPLUG_THROW(TypeError) << x.arg() << fn << ": unsupported dtype " << dtype;
 }
 
 template <class T>
@@ -124,10 +126,11 @@ int64_t DataPtr(tp::TensorView x) { return static_cast<int64_t>(reinterpret_cast
 
 bool IsReadOnly(tp::TensorView x) { return x.is_read_only(); }
 
-// x[...] = value in place (complex: value + 0j); fails on a read-only tensor.
-void Fill(tp::TensorView x, double value) {
+// x[...] = value in place (complex: value + 0j); x is written (MutableView): a read-only
+// tensor is refused before the call.
+void Fill(tp::MutableView x, double value) {
   CheckHost(x, "fill");
-  Dispatch(x.dtype(), "fill", [&](auto tag) {
+  Dispatch(x, "fill", [&](auto tag) {
     using T = decltype(tag);
     T* data = static_cast<T*>(x.mutable_data_ptr());
     const T v = FromDouble<T>(value);
@@ -138,7 +141,7 @@ void Fill(tp::TensorView x, double value) {
 // The sum of the real parts, any strides.
 double StridedSum(tp::TensorView x) {
   CheckHost(x, "strided_sum");
-  return Dispatch(x.dtype(), "strided_sum", [&](auto tag) {
+  return Dispatch(x, "strided_sum", [&](auto tag) {
     using T = decltype(tag);
     const T* data = static_cast<const T*>(x.data_ptr());
     double total = 0;
@@ -151,7 +154,7 @@ double StridedSum(tp::TensorView x) {
 tp::Tensor AddOne(tp::TensorView x) {
   CheckHost(x, "add_one");
   tp::Tensor out = tp::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
-  Dispatch(x.dtype(), "add_one", [&](auto tag) {
+  Dispatch(x, "add_one", [&](auto tag) {
     using T = decltype(tag);
     const T* in = static_cast<const T*>(x.data_ptr());
     T* result = static_cast<T*>(out.mutable_data_ptr());
@@ -172,7 +175,7 @@ tp::Tensor Add(tp::TensorView a, tp::TensorView b) {
   std::vector<int64_t> offsets_a, offsets_b;
   tp::ForEachOffset(a, [&](int64_t offset) { offsets_a.push_back(offset); });
   tp::ForEachOffset(b, [&](int64_t offset) { offsets_b.push_back(offset); });
-  Dispatch(a.dtype(), "add", [&](auto tag) {
+  Dispatch(a, "add", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = static_cast<const T*>(a.data_ptr());
     const T* pb = static_cast<const T*>(b.data_ptr());
@@ -260,14 +263,11 @@ std::vector<tp::Tensor> ListAddOne(tp::TensorViewList xs) {
   return out;
 }
 
-// Every item filled with `value`, in place. Every item's pointer is taken for writing before
-// anything is written: a read-only item refuses the call and leaves every item unchanged.
-void ListFill(std::vector<tp::TensorView> xs, double value) {
-  for (const tp::TensorView& x : xs) {
-    CheckHost(x, "list_fill");
-    (void)x.mutable_data_ptr();
-  }
-  for (const tp::TensorView& x : xs) Fill(x, value);
+// Every item filled with `value`, in place. The items are written (MutableView): the core
+// refuses a read-only item before the call, so a refused call leaves every item unchanged.
+void ListFill(std::vector<tp::MutableView> xs, double value) {
+  for (const tp::MutableView& x : xs) CheckHost(x, "list_fill");
+  for (const tp::MutableView& x : xs) Fill(x, value);
 }
 
 // x + every item of xs (same shape and dtype): the primary argument may sit in the list.

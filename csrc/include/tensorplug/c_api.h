@@ -212,9 +212,11 @@ typedef int (*TPPackedFunc)(void* self, const TPAny* args, int32_t nargs, TPAny*
  * Signatures. A signature string describes the parameters and result of a packed
  * function so that callers can check arguments before the call:
  *     "name:kind;name:kind->result"      e.g. "x:view;y:view;alpha:float->tensor"
- * Parameter kinds: view (DLTensor*, passed as kTPDLTensorPtr), tensor (owning, passed
- * as kTPTensor), int, float, bool, str, device, dtype, func, any, views (a list of
- * tensors, passed as a kTPArray of kTPDLTensorPtr), ints (an int64 array, passed as a
+ * Parameter kinds: view (DLTensor*, passed as kTPDLTensorPtr; the callee reads it), mview
+ * (the same, for a tensor the callee writes: callers refuse a read-only tensor for it, and
+ * never set TP_ANY_FLAG_READ_ONLY on it), tensor (owning, passed as kTPTensor), int,
+ * float, bool, str, device, dtype, func, any, views (a list of tensors, passed as a kTPArray
+ * of kTPDLTensorPtr), mviews (the same, for tensors the callee writes), ints (an int64 array, passed as a
  * kTPIntArray); a leading '?' marks an optional value that also accepts None. Result kinds:
  * void, int, float, bool, str, device, dtype, tensor, tuple, func, any, list (a kTPTuple of
  * tensors the caller shows as a list), ints (a kTPTuple of kTPInt, shown as a list). A function without a signature accepts any

@@ -8,7 +8,10 @@
  * kernel author reads, and the specializations it describes stay side by side.
  *
  * Supported parameter types (by value or const&):
- *   TensorView            kind "view":   a lent tensor (kTPDLTensorPtr; a kTPTensor is viewed too)
+ *   TensorView            kind "view":   a lent tensor the kernel reads (kTPDLTensorPtr; a kTPTensor
+ *                                        is viewed too); data_ptr() is const
+ *   MutableView           kind "mview":  a lent tensor the kernel writes; a read-only one is refused
+ *                                        (ValueError) before the call
  *   Tensor                kind "tensor": an owning tensor (kTPTensor; ownership moves to the callee)
  *   integers              kind "int"     (kTPInt or kTPBool; OverflowError when out of range)
  *   float, double         kind "float"   (kTPFloat or kTPInt)
@@ -18,8 +21,11 @@
  *   Function              kind "func"    (function.h)
  *   TPAny                 kind "any": the raw value, lent for the call
  *   TensorViewList, std::vector<TensorView>   kind "views": a lent list of tensors (kTPArray)
+ *   MutableViewList, std::vector<MutableView> kind "mviews": a lent list of tensors the kernel writes
  *   IntArrayView, std::vector<int64_t>         kind "ints": an int64 array (kTPIntArray)
  *   std::optional<T>      kind "?<kind of T>": None gives std::nullopt
+ * The view casters give each view the name of its argument (TensorView::arg()), which the
+ * accessors' errors start with; a caster with a second Convert(v, ArgName) overload gets it.
  * Supported result types (kind): void, integers (int), floating point (float), bool,
  * strings (str), DLDevice (device), DLDataType (dtype), Tensor (tensor; an undefined one
  * is None), Function (func), Any and TPAny (any; ownership passes to the caller),
@@ -162,7 +168,8 @@ enum class ArgMode : uint8_t { kBorrowed, kTemporary, kMoved };
  *                                    argument of Function::operator())
  *   kConsumes                        Convert takes ownership of a kTPTensor
  *   ArgKind(), ResultKind()          signature kinds; Expected() for error messages
- *   Accepts(v), Convert(v)           parameter side (v is lent, except kTPTensor)
+ *   Accepts(v), Convert(v)           parameter side (v is lent, except kTPTensor); optionally
+ *   Convert(v, ArgName)              also this overload: the call's argument, for views' messages
  *   PackResult(value, out)           result side (out owns what it gets)
  *   PackArg(value, out) -> ArgMode   call side
  */
@@ -328,13 +335,13 @@ struct TypeCaster<TensorView> {
     return (v.type_index == kTPDLTensorPtr && v.v_dltensor != nullptr) ||
            (v.type_index == kTPTensor && v.v_tensor != nullptr);
   }
-  static TensorView Convert(const TPAny& v) noexcept {
+  static TensorView Convert(const TPAny& v, ArgName arg = {}) noexcept {
     if (v.type_index == kTPDLTensorPtr) {
-      return TensorView(v.v_dltensor, (v.flags & TP_ANY_FLAG_READ_ONLY) != 0);
+      return TensorView(v.v_dltensor, (v.flags & TP_ANY_FLAG_READ_ONLY) != 0, arg);
     }
     // A moved kTPTensor: the wrapper keeps it alive for the call and releases it after.
     return TensorView(&v.v_tensor->dl_tensor,
-                      (v.v_tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
+                      (v.v_tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0, arg);
   }
   static ArgMode PackArg(const TensorView& value, TPAny* out) noexcept {
     if (!value.defined()) {
@@ -348,25 +355,68 @@ struct TypeCaster<TensorView> {
   }
 };
 
+// A written tensor (kind "mview"). Callers check read-only before the call (the Python
+// binding, naming the framework); Convert checks again for callers that did not (C++
+// Function calls, the C ABI): ValueError, which the wrapper prefixes with the argument.
+template <>
+struct TypeCaster<MutableView> {
+  static constexpr bool kIsArg = true, kIsResult = false, kIsCallArg = true, kConsumes = false;
+  static std::string ArgKind() { return "mview"; }
+  static std::string Expected() { return "a writable tensor"; }
+  static bool Accepts(const TPAny& v) noexcept { return TypeCaster<TensorView>::Accepts(v); }
+  static MutableView Convert(const TPAny& v, ArgName arg = {}) {
+    const TensorView view = TypeCaster<TensorView>::Convert(v);
+    if (view.is_read_only()) {
+      TENSORPLUG_THROW(ValueError) << "expected a writable tensor (the kernel writes it), got a read-only tensor";
+    }
+    return MutableView(view.dltensor(), arg);
+  }
+  static ArgMode PackArg(const MutableView& value, TPAny* out) noexcept {
+    return TypeCaster<TensorView>::PackArg(TensorView(value.dltensor()), out);
+  }
+};
+
 template <>
 struct TypeCaster<TensorViewList> {
   static constexpr bool kIsArg = true, kIsResult = false, kIsCallArg = false, kConsumes = false;
   static std::string ArgKind() { return "views"; }
   static std::string Expected() { return "a list of tensors"; }
   static bool Accepts(const TPAny& v) noexcept { return v.type_index == kTPArray && v.v_array != nullptr; }
-  static TensorViewList Convert(const TPAny& v) noexcept { return TensorViewList(v.v_array->items, v.v_array->size); }
+  static TensorViewList Convert(const TPAny& v, ArgName arg = {}) noexcept {
+    return TensorViewList(v.v_array->items, v.v_array->size, arg.name);
+  }
 };
 
-// The same list copied into a vector (one allocation for the vector, none per item).
+// A list of written tensors (kind "mviews"); read-only items are refused as for MutableView.
 template <>
-struct TypeCaster<std::vector<TensorView>> {
+struct TypeCaster<MutableViewList> {
   static constexpr bool kIsArg = true, kIsResult = false, kIsCallArg = false, kConsumes = false;
-  static std::string ArgKind() { return "views"; }
-  static std::string Expected() { return "a list of tensors"; }
+  static std::string ArgKind() { return "mviews"; }
+  static std::string Expected() { return "a list of writable tensors"; }
   static bool Accepts(const TPAny& v) noexcept { return TypeCaster<TensorViewList>::Accepts(v); }
-  static std::vector<TensorView> Convert(const TPAny& v) {
-    TensorViewList list = TypeCaster<TensorViewList>::Convert(v);
-    return std::vector<TensorView>(list.begin(), list.end());
+  static MutableViewList Convert(const TPAny& v, ArgName arg = {}) {
+    const TensorViewList items(v.v_array->items, v.v_array->size);
+    for (int64_t i = 0; i < items.size(); ++i) {
+      if (items[i].is_read_only()) {
+        TENSORPLUG_THROW(ValueError) << "expected writable tensors (the kernel writes them), got a read-only tensor "
+                                     << "as item " << i;
+      }
+    }
+    return MutableViewList(v.v_array->items, v.v_array->size, arg.name);
+  }
+};
+
+// The same lists copied into a vector (one allocation for the vector, none per item).
+template <class View>
+struct TypeCaster<std::vector<View>, std::enable_if_t<std::is_same_v<View, TensorView> || std::is_same_v<View, MutableView>>> {
+  using List = TypeCaster<ViewList<View>>;
+  static constexpr bool kIsArg = true, kIsResult = false, kIsCallArg = false, kConsumes = false;
+  static std::string ArgKind() { return List::ArgKind(); }
+  static std::string Expected() { return List::Expected(); }
+  static bool Accepts(const TPAny& v) noexcept { return List::Accepts(v); }
+  static std::vector<View> Convert(const TPAny& v, ArgName arg = {}) {
+    ViewList<View> list = List::Convert(v, arg);
+    return std::vector<View>(list.begin(), list.end());
   }
 };
 
@@ -453,6 +503,11 @@ struct TypeCaster<std::optional<T>> {
   static std::optional<T> Convert(const TPAny& v) {
     if (v.type_index == kTPNone) return std::nullopt;
     return Inner::Convert(v);
+  }
+  template <class I = Inner, class = decltype(I::Convert(std::declval<const TPAny&>(), ArgName{}))>
+  static std::optional<T> Convert(const TPAny& v, ArgName arg) {
+    if (v.type_index == kTPNone) return std::nullopt;
+    return Inner::Convert(v, arg);
   }
   static void PackResult(std::optional<T> value, TPAny* out) {
     if (!value.has_value()) {

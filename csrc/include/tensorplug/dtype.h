@@ -10,6 +10,7 @@
 #include <ostream>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "tensorplug/dlpack.h"
 #include "tensorplug/error.h"
@@ -231,6 +232,19 @@ constexpr uint32_t DispatchKey(DLDataType dtype) noexcept {
   TENSORPLUG_THROW(TypeError) << "unsupported dtype " << DataTypeToString(dtype) << " for "
                               << name;
 }
+
+// A dispatch macro switches on a DLDataType, or on a tensor's dtype: then its error names
+// the argument the tensor was lent as ("argument 'x': unsupported dtype int32 for add").
+constexpr DLDataType DispatchDType(DLDataType dtype) noexcept { return dtype; }
+template <class T, class = decltype(std::declval<const T&>().arg())>
+DLDataType DispatchDType(const T& tensor) {
+  return tensor.dtype();
+}
+template <class T, class = decltype(std::declval<const T&>().arg())>
+[[noreturn]] void ThrowUnsupportedDType(const T& tensor, const char* name) {
+  TENSORPLUG_THROW(TypeError) << tensor.arg() << "unsupported dtype " << DataTypeToString(tensor.dtype())
+                              << " for " << name;
+}
 }  // namespace detail
 
 /*! \brief The DLDataType of C++ element type T (bool, integers, float, double, Half, BFloat16). */
@@ -254,9 +268,11 @@ inline std::ostream& operator<<(std::ostream& os, const T& device) {
 /*
  * Dtype dispatch. The body is a lambda taking no arguments; inside it `scalar_t` names
  * the C++ element type of DTYPE. The macro's value is the lambda's result; an unlisted
- * dtype throws TypeError "unsupported dtype X for NAME".
+ * dtype throws TypeError "unsupported dtype X for NAME". DTYPE is a DLDataType or a tensor
+ * (TensorView, MutableView, Tensor): given the tensor, the error names its argument,
+ * "argument 'x': unsupported dtype int32 for scale".
  *
- *   TENSORPLUG_DISPATCH_FLOATING_TYPES(x.dtype(), "scale", [&] {
+ *   TENSORPLUG_DISPATCH_FLOATING_TYPES(x, "scale", [&] {
  *     const scalar_t* in = x.data_ptr<scalar_t>();
  *     ...
  *   });
@@ -274,11 +290,12 @@ inline std::ostream& operator<<(std::ostream& os, const T& device) {
 
 #define TENSORPLUG_PRIVATE_DISPATCH(DTYPE, NAME, CASES, ...)                     \
   [&] {                                                                          \
-    const DLDataType tensorplug_dispatch_dtype_ = (DTYPE);                       \
-    switch (::tensorplug::detail::DispatchKey(tensorplug_dispatch_dtype_)) {     \
+    const auto& tensorplug_dispatch_on_ = (DTYPE);                               \
+    switch (::tensorplug::detail::DispatchKey(                                   \
+        ::tensorplug::detail::DispatchDType(tensorplug_dispatch_on_))) {         \
       CASES(__VA_ARGS__)                                                         \
       default:                                                                   \
-        ::tensorplug::detail::ThrowUnsupportedDType(tensorplug_dispatch_dtype_, NAME); \
+        ::tensorplug::detail::ThrowUnsupportedDType(tensorplug_dispatch_on_, NAME); \
     }                                                                            \
   }()
 

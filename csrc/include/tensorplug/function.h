@@ -137,7 +137,8 @@ class Function {
 
   /*!
    * \brief Call with C++ arguments: integers, floating point, bool, strings (lent),
-   * DLDevice, DLDataType, TensorView (lent as kTPDLTensorPtr), Tensor (the callee gets a
+   * DLDevice, DLDataType, TensorView and MutableView (lent as kTPDLTensorPtr; a read-only
+   * TensorView passed for a MutableView parameter is refused), Tensor (the callee gets a
    * reference of its own as kTPTensor), Function (lent), Any, TPAny, nullptr /
    * std::nullopt (None), std::optional. Errors of the callee are rethrown as
    * tensorplug::Error with their kind and message.
@@ -321,12 +322,25 @@ void CheckArg(const CallInfo& info, size_t i, const TPAny& value) {
   }
 }
 
+// Casters with a Convert(v, ArgName) overload returning T (the view casters) get the
+// argument's name: views name it in their errors (tensor.h, ArgName).
+template <class T, class = void>
+constexpr bool kConvertsNamed = false;
+template <class T>
+constexpr bool kConvertsNamed<
+    T, std::enable_if_t<std::is_same_v<decltype(TypeCaster<T>::Convert(std::declval<const TPAny&>(), ArgName{})), T>>> =
+    true;
+
 template <class T>
 T ConvertArg(const CallInfo& info, size_t i, const TPAny& value, bool* consumed) {
   // Marked before converting: Convert owns a kTPTensor even when it throws.
   if constexpr (TypeCaster<T>::kConsumes) *consumed = value.type_index == kTPTensor;
   try {
-    return TypeCaster<T>::Convert(value);
+    if constexpr (kConvertsNamed<T>) {
+      return TypeCaster<T>::Convert(value, ArgName{info.names != nullptr ? info.names[i] : nullptr});
+    } else {
+      return TypeCaster<T>::Convert(value);
+    }
   } catch (const Error& e) {
     throw Error(e.kind(), ArgLabel(info, i) + ": " + e.what());
   }

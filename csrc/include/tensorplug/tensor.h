@@ -1,7 +1,8 @@
 /*
- * tensorplug/tensor.h -- IntArrayView, TensorView (non-owning) and Tensor (owning).
- * Over 500 lines: both tensor classes share one accessor base and its checks, documented
- * once here where kernel authors read them.
+ * tensorplug/tensor.h -- IntArrayView, TensorView and MutableView (non-owning: read and
+ * written parameters) and Tensor (owning).
+ * Over 500 lines: the three tensor classes share one accessor base and its checks,
+ * documented once here where kernel authors read them.
  */
 #ifndef TENSORPLUG_TENSOR_H_
 #define TENSORPLUG_TENSOR_H_
@@ -81,6 +82,30 @@ inline std::ostream& operator<<(std::ostream& os, IntArrayView values) {
   return os << ']';
 }
 
+/*!
+ * \brief The argument a view was lent as, for messages (`view.arg()`): `name` points into
+ * the exported function's parameter names, valid while the function is (it ends at the
+ * first '=', ':', ';' or NUL: "alpha=1.0" names "alpha"); `item` >= 0 for an item of a list
+ * argument. `name` is NULL for views made elsewhere, and for functions exported without
+ * parameter names. Streamed, it prints the prefix of the accessors' own errors,
+ * "argument 'x': " ("argument 'xs' item 3: "), or nothing without a name:
+ *   TENSORPLUG_CHECK(x.dim() == 2, ValueError) << x.arg() << "expected a matrix";
+ */
+struct ArgName {
+  const char* name = nullptr;
+  int32_t item = -1;
+};
+
+/*! \brief "argument 'x': " or "argument 'xs' item 3: " (nothing when the view has no name). */
+inline std::ostream& operator<<(std::ostream& os, ArgName arg) {
+  if (arg.name == nullptr) return os;
+  os << "argument '";
+  for (const char* c = arg.name; *c != '\0' && *c != '=' && *c != ':' && *c != ';'; ++c) os << *c;
+  os << '\'';
+  if (arg.item >= 0) os << " item " << arg.item;
+  return os << ": ";
+}
+
 namespace detail {
 
 /*!
@@ -117,16 +142,20 @@ inline bool IsContiguous(const DLTensor& t) noexcept {
   return true;
 }
 
-inline int32_t WrapDim(const DLTensor& t, int64_t dim) {
+inline int32_t WrapDim(const DLTensor& t, int64_t dim, ArgName arg = {}) {
   const int64_t n = t.ndim;
   if (dim < -n || dim >= n) {
-    TENSORPLUG_THROW(IndexError) << "dimension " << dim << " is out of range for a tensor with "
+    TENSORPLUG_THROW(IndexError) << arg << "dimension " << dim << " is out of range for a tensor with "
                                  << n << (n == 1 ? " dimension" : " dimensions");
   }
   return static_cast<int32_t>(dim < 0 ? dim + n : dim);
 }
 
-/*! \brief Shared accessors of TensorView and Tensor; Derived provides dltensor() and is_read_only(). */
+/*!
+ * \brief Shared accessors of TensorView, MutableView and Tensor. Derived provides dltensor(),
+ * is_read_only(), arg() (ArgName) and kWritable: whether data_ptr() hands out `void*`
+ * (MutableView, Tensor) or `const void*` (TensorView).
+ */
 template <class Derived>
 class TensorAccessors {
  public:
@@ -139,7 +168,7 @@ class TensorAccessors {
   /*! \brief Same as sizes(). */
   IntArrayView shape() const { return sizes(); }
   /*! \brief Extent of dimension `i`; negative `i` counts from the end. IndexError when out of range. */
-  int64_t size(int64_t i) const { return dl().shape[WrapDim(dl(), i)]; }
+  int64_t size(int64_t i) const { return dl().shape[WrapDim(dl(), i, ArgOf())]; }
   /*!
    * \brief Strides in elements. Always filled for a Tensor; for a TensorView whose producer
    * left strides NULL (a legacy compact tensor) this is empty -- stride(i) works in every case.
@@ -151,7 +180,7 @@ class TensorAccessors {
   /*! \brief Stride of dimension `i` in elements; negative `i` counts from the end. */
   int64_t stride(int64_t i) const {
     const DLTensor& t = dl();
-    const int32_t d = WrapDim(t, i);
+    const int32_t d = WrapDim(t, i, ArgOf());
     if (t.strides != nullptr) return t.strides[d];
     int64_t step = 1;
     for (int32_t j = t.ndim - 1; j > d; --j) step *= t.shape[j] > 1 ? t.shape[j] : 1;
@@ -161,32 +190,52 @@ class TensorAccessors {
   int64_t numel() const { return Numel(dl()); }
   /*! \brief Bytes per element. */
   int64_t element_size() const { return DataTypeBytes(dl().dtype); }
-  /*! \brief Address of element 0 (data + byte_offset). Does not check read-only. */
-  void* data_ptr() const {
+  /*!
+   * \brief Address of element 0 (data + byte_offset): `const void*` for a TensorView (a
+   * kernel only reads the tensors it is lent as views), `void*` for a MutableView and a
+   * Tensor. Does not check read-only (a read-only tensor never reaches a MutableView).
+   */
+  auto data_ptr() const {
     const DLTensor& t = dl();
-    return static_cast<char*>(t.data) + t.byte_offset;
+    void* address = static_cast<char*>(t.data) + t.byte_offset;
+    if constexpr (Derived::kWritable) {
+      return address;
+    } else {
+      return static_cast<const void*>(address);
+    }
   }
   /*!
-   * \brief data_ptr() as T*. TypeError when T has a DLPack dtype (bool, integers, float,
-   * double, Half, BFloat16) that differs from the tensor's.
+   * \brief data_ptr() as `T*` (`const T*` for a TensorView). TypeError when T has a DLPack
+   * dtype (bool, integers, float, double, Half, BFloat16) that differs from the tensor's:
+   * "argument 'x': data_ptr<float32>() called on a tensor of dtype float64".
    */
   template <class T>
-  T* data_ptr() const {
+  auto data_ptr() const {
     CheckElementType<std::remove_cv_t<T>>("data_ptr");
-    return static_cast<T*>(data_ptr());
-  }
-  /*! \brief data_ptr() for writing: ValueError "tensor is read-only" on a read-only tensor. */
-  void* mutable_data_ptr() const {
-    if (static_cast<const Derived*>(this)->is_read_only()) {
-      TENSORPLUG_THROW(ValueError) << "tensor is read-only";
+    if constexpr (Derived::kWritable) {
+      return static_cast<T*>(data_ptr());
+    } else {
+      return static_cast<const T*>(data_ptr());
     }
-    return data_ptr();
+  }
+  /*!
+   * \brief data_ptr() for writing. ValueError "tensor is read-only" on a read-only Tensor; a
+   * MutableView is never read-only. A TensorView has none (a compile error): declare the
+   * parameter `tensorplug::MutableView` to write it.
+   */
+  template <class D = Derived, std::enable_if_t<std::is_same_v<D, Derived>, int> = 0>
+  void* mutable_data_ptr() const {
+    static_assert(D::kWritable,
+                  "a TensorView is read-only: declare the parameter tensorplug::MutableView to write it");
+    return WritableAddress();
   }
   /*! \brief mutable_data_ptr() as T*, with data_ptr<T>()'s dtype check. */
-  template <class T>
+  template <class T, class D = Derived>
   T* mutable_data_ptr() const {
+    static_assert(D::kWritable,
+                  "a TensorView is read-only: declare the parameter tensorplug::MutableView to write it");
     CheckElementType<std::remove_cv_t<T>>("mutable_data_ptr");
-    return static_cast<T*>(mutable_data_ptr());
+    return static_cast<T*>(WritableAddress());
   }
   DLDevice device() const { return dl().device; }
   DLDataType dtype() const { return dl().dtype; }
@@ -199,16 +248,24 @@ class TensorAccessors {
   ~TensorAccessors() = default;
 
  private:
+  ArgName ArgOf() const noexcept { return static_cast<const Derived*>(this)->arg(); }
+  void* WritableAddress() const {
+    if (static_cast<const Derived*>(this)->is_read_only()) {
+      TENSORPLUG_THROW(ValueError) << ArgOf() << "tensor is read-only";
+    }
+    const DLTensor& t = dl();
+    return static_cast<char*>(t.data) + t.byte_offset;
+  }
   const DLTensor& dl() const {
     const DLTensor* t = static_cast<const Derived*>(this)->dltensor();
-    if (t == nullptr) TENSORPLUG_THROW(ValueError) << "use of an undefined tensor";
+    if (t == nullptr) TENSORPLUG_THROW(ValueError) << ArgOf() << "use of an undefined tensor";
     return *t;
   }
   template <class T>
   void CheckElementType(const char* accessor) const {
     if constexpr (DTypeTraits<T>::known) {
       if (dl().dtype != DTypeTraits<T>::value) {
-        TENSORPLUG_THROW(TypeError) << accessor << "<" << DTypeTraits<T>::value
+        TENSORPLUG_THROW(TypeError) << ArgOf() << accessor << "<" << DTypeTraits<T>::value
                                     << ">() called on a tensor of dtype " << dl().dtype;
       }
     } else {
@@ -220,25 +277,70 @@ class TensorAccessors {
 }  // namespace detail
 
 /*!
- * \brief A non-owning tensor: a `const DLTensor*` plus a read-only flag. Cheap to copy;
- * valid only while the tensor it views is (for a kernel argument: during the call).
+ * \brief A non-owning tensor the kernel reads (signature kind "view"): a `const DLTensor*`,
+ * a read-only flag and the argument it was lent as. data_ptr() is `const`: writing needs a
+ * MutableView parameter. Cheap to copy; valid only while the tensor it views is (for a
+ * kernel argument: during the call).
  */
 class TensorView : public detail::TensorAccessors<TensorView> {
  public:
+  static constexpr bool kWritable = false;
   TensorView() noexcept = default;
   explicit TensorView(const DLTensor* tensor, bool read_only = false) noexcept
       : tensor_(tensor), read_only_(read_only) {}
+  /*! \brief A view of argument `arg` of a call (named in its error messages). */
+  TensorView(const DLTensor* tensor, bool read_only, ArgName arg) noexcept
+      : tensor_(tensor), arg_name_(arg.name), arg_item_(arg.item), read_only_(read_only) {}
 
   /*! \brief The viewed DLTensor (NULL when undefined). */
   const DLTensor* dltensor() const noexcept { return tensor_; }
-  /*! \brief True when the caller lent the tensor read-only: mutable_data_ptr() throws. */
+  /*!
+   * \brief True when the caller lent the tensor read-only (a jax array, a numpy array
+   * without WRITEABLE); such a tensor is refused for a MutableView parameter.
+   */
   bool is_read_only() const noexcept { return read_only_; }
   bool defined() const noexcept { return tensor_ != nullptr; }
+  /*! \brief The argument this view was lent as (name NULL for views made elsewhere). */
+  ArgName arg() const noexcept { return ArgName{arg_name_, arg_item_}; }
+
+ private:
+  // ArgName's fields kept apart so that the flag shares their padding: 24 bytes in all.
+  const DLTensor* tensor_ = nullptr;
+  const char* arg_name_ = nullptr;
+  int32_t arg_item_ = -1;
+  bool read_only_ = false;
+};
+
+/*!
+ * \brief A non-owning tensor the kernel writes (signature kind "mview"): data_ptr() and
+ * mutable_data_ptr() are `void*`. The caller refuses a read-only tensor for it before the
+ * call (Python: ValueError "axpy() argument 3 'out': expected a writable tensor (the kernel
+ * writes it), got a read-only numpy array"), so it never views read-only memory. Converts
+ * to a TensorView for code that only reads (ForEachOffset, helpers).
+ */
+class MutableView : public detail::TensorAccessors<MutableView> {
+ public:
+  static constexpr bool kWritable = true;
+  MutableView() noexcept = default;
+  explicit MutableView(const DLTensor* tensor, ArgName arg = {}) noexcept : tensor_(tensor), arg_(arg) {}
+
+  /*! \brief The viewed DLTensor (NULL when undefined). */
+  const DLTensor* dltensor() const noexcept { return tensor_; }
+  /*! \brief Always false: read-only tensors are refused for a MutableView. */
+  bool is_read_only() const noexcept { return false; }
+  bool defined() const noexcept { return tensor_ != nullptr; }
+  /*! \brief The argument this view was lent as (name NULL for views made elsewhere). */
+  ArgName arg() const noexcept { return arg_; }
+  /*! \brief The same tensor as a TensorView (for code that reads it). */
+  operator TensorView() const noexcept { return TensorView(tensor_, false, arg_); }  // NOLINT: implicit by design
 
  private:
   const DLTensor* tensor_ = nullptr;
-  bool read_only_ = false;
+  ArgName arg_;
 };
+
+static_assert(sizeof(TensorView) <= 3 * sizeof(void*) && sizeof(MutableView) <= 3 * sizeof(void*),
+              "views stay three words: they are passed by value to every kernel");
 
 /*!
  * \brief Bytes spanned by a compact tensor's elements: the element count times the bytes
@@ -250,48 +352,63 @@ inline size_t GetDataSize(const DLTensor& tensor) noexcept {
 }
 
 /*!
- * \brief A lent list of tensors (signature kind "views"; Python: a list or tuple of
- * tensors of any frameworks). Item i is a TensorView valid for the call; nothing is
- * copied or allocated to pass it.
+ * \brief A lent list of tensors (Python: a list or tuple of tensors of any frameworks):
+ * TensorViewList (signature kind "views", items read) and MutableViewList (kind "mviews",
+ * items written; a read-only item is refused before the call). Item i is a view valid for
+ * the call, named "argument 'xs' item i" in its errors; nothing is copied or allocated to
+ * pass it.
  */
-class TensorViewList {
+template <class View>
+class ViewList {
  public:
   class iterator {
    public:
     using iterator_category = std::input_iterator_tag;
-    using value_type = TensorView;
+    using value_type = View;
     using difference_type = std::ptrdiff_t;
     using pointer = void;
-    using reference = TensorView;
-    explicit iterator(const TPAny* p) noexcept : p_(p) {}
-    TensorView operator*() const noexcept { return ToView(*p_); }
-    iterator& operator++() noexcept { return ++p_, *this; }
-    bool operator==(const iterator& o) const noexcept { return p_ == o.p_; }
-    bool operator!=(const iterator& o) const noexcept { return p_ != o.p_; }
+    using reference = View;
+    iterator(const ViewList* list, int64_t i) noexcept : list_(list), i_(i) {}
+    View operator*() const noexcept { return (*list_)[i_]; }
+    iterator& operator++() noexcept { return ++i_, *this; }
+    bool operator==(const iterator& o) const noexcept { return i_ == o.i_; }
+    bool operator!=(const iterator& o) const noexcept { return i_ != o.i_; }
 
    private:
-    const TPAny* p_;
+    const ViewList* list_;
+    int64_t i_;
   };
 
-  TensorViewList() noexcept = default;
-  TensorViewList(const TPAny* items, int64_t size) noexcept : items_(items), size_(size) {}
+  ViewList() noexcept = default;
+  ViewList(const TPAny* items, int64_t size, const char* arg_name = nullptr) noexcept
+      : items_(items), size_(size), name_(arg_name) {}
   int64_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
   /*! \brief Item i (0 <= i < size(), unchecked). */
-  TensorView operator[](int64_t i) const noexcept { return ToView(items_[i]); }
-  iterator begin() const noexcept { return iterator(items_); }
-  iterator end() const noexcept { return iterator(items_ + size_); }
+  View operator[](int64_t i) const noexcept {
+    const TPAny& v = items_[i];
+    const ArgName arg{name_, static_cast<int32_t>(i)};
+    const bool tensor = v.type_index == kTPTensor;
+    const DLTensor* dl = tensor ? &v.v_tensor->dl_tensor : v.v_dltensor;
+    if constexpr (View::kWritable) {
+      return View(dl, arg);  // read-only items were refused by the caster
+    } else {
+      const bool read_only = tensor ? (v.v_tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0
+                                    : (v.flags & TP_ANY_FLAG_READ_ONLY) != 0;
+      return View(dl, read_only, arg);
+    }
+  }
+  iterator begin() const noexcept { return iterator(this, 0); }
+  iterator end() const noexcept { return iterator(this, size_); }
 
  private:
-  static TensorView ToView(const TPAny& v) noexcept {
-    if (v.type_index == kTPTensor) {
-      return TensorView(&v.v_tensor->dl_tensor, (v.v_tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
-    }
-    return TensorView(v.v_dltensor, (v.flags & TP_ANY_FLAG_READ_ONLY) != 0);
-  }
   const TPAny* items_ = nullptr;
   int64_t size_ = 0;
+  const char* name_ = nullptr;
 };
+
+using TensorViewList = ViewList<TensorView>;
+using MutableViewList = ViewList<MutableView>;
 
 namespace detail {
 
@@ -423,6 +540,9 @@ inline int32_t CheckShape(IntArrayView shape, const char* where) {
  */
 class Tensor : public detail::TensorAccessors<Tensor> {
  public:
+  /*! data_ptr() is writable: kernels fill the tensors they allocate. A Tensor of read-only
+   * data (an owning parameter lent a jax array) keeps the flag; mutable_data_ptr() checks it. */
+  static constexpr bool kWritable = true;
   Tensor() noexcept = default;
   Tensor(const Tensor& other) noexcept : obj_(other.obj_) {
     if (obj_ != nullptr) detail::IncRef(obj_);
@@ -450,12 +570,23 @@ class Tensor : public detail::TensorAccessors<Tensor> {
   bool is_read_only() const noexcept {
     return obj_ != nullptr && (obj_->managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
   }
+  /*! \brief No name: an owning tensor may outlive the call (and the library) it came from. */
+  ArgName arg() const noexcept { return {}; }
   /*! \brief How many Tensor objects share this tensor (0 when undefined). */
   int32_t use_count() const noexcept {
     return obj_ != nullptr ? obj_->ref_count.load(std::memory_order_acquire) : 0;
   }
   /*! \brief A non-owning view, valid while this tensor lives. */
   TensorView view() const noexcept { return TensorView(dltensor(), is_read_only()); }
+  /*!
+   * \brief A non-owning view for writing (to pass a tensor a kernel allocated to a function
+   * taking a MutableView), valid while this tensor lives; ValueError "tensor is read-only"
+   * for read-only data.
+   */
+  MutableView mutable_view() const {
+    if (is_read_only()) TENSORPLUG_THROW(ValueError) << "tensor is read-only";
+    return MutableView(dltensor());
+  }
   operator TensorView() const noexcept { return view(); }  // NOLINT: a Tensor is usable as a view
 
   /*!

@@ -4,13 +4,14 @@
  *   #include <tensorplug/tensorplug.h>
  *   namespace tp = tensorplug;
  *
- *   void AddOne(tp::TensorView x, tp::TensorView out) { ... }
+ *   void AddOne(tp::TensorView x, tp::MutableView out) { ... }  // reads x, writes out
  *   TENSORPLUG_EXPORT(add_one, AddOne, "x", "out");
  *
  * Contents:
  *   error.h     Error, TENSORPLUG_THROW / TENSORPLUG_CHECK / TENSORPLUG_ICHECK
  *   dtype.h     dtype and device constants and helpers, Half / BFloat16, dispatch macros
- *   tensor.h    IntArrayView, TensorView (non-owning), Tensor (owning, reference counted)
+ *   tensor.h    IntArrayView, TensorView / MutableView (non-owning: read / written),
+ *               Tensor (owning, reference counted), ArgName
  *   env.h       current streams, Storage
  *   vocabulary.h  the lists of signature kinds, device types, dtypes, error kinds
  *   caster.h    TypeCaster<T>: C++ types <-> TPAny (the extension point for new types)

@@ -106,6 +106,7 @@
 #define TP_PARAM_KINDS(X) \
   X(Any, "any")           \
   X(View, "view")         \
+  X(MView, "mview")       \
   X(Tensor, "tensor")     \
   X(Int, "int")           \
   X(Float, "float")       \
@@ -115,6 +116,7 @@
   X(DType, "dtype")       \
   X(Func, "func")         \
   X(Views, "views")       \
+  X(MViews, "mviews")     \
   X(Ints, "ints")
 
 /* Result kinds of a signature string: X(Id, "name"). */

@@ -26,7 +26,7 @@ tp::Tensor Axpy(double alpha, tp::TensorView x, tp::TensorView y) {
   TENSORPLUG_CHECK(x.dtype() == y.dtype(), TypeError)
       << "axpy: dtype mismatch: 'x' is " << x.dtype() << ", 'y' is " << y.dtype();
   tp::Tensor out = tp::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
-  TENSORPLUG_DISPATCH_FLOATING_TYPES(x.dtype(), "axpy", [&] {
+  TENSORPLUG_DISPATCH_FLOATING_TYPES(x, "axpy", [&] {
     const scalar_t* px = x.data_ptr<scalar_t>();
     const scalar_t* py = y.data_ptr<scalar_t>();
     scalar_t* po = out.mutable_data_ptr<scalar_t>();
