@@ -8,8 +8,13 @@ _ANNOTATIONS = {
     "view": "Tensor", "tensor": "Tensor", "int": "int", "float": "float", "bool": "bool",
     "str": "str", "device": "Device", "dtype": "DType", "func": "Callable", "any": "Any",
     "void": "None", "tuple": "tuple", "views": "Sequence[Tensor]", "list": "list[Tensor]",
-    "ints": "Sequence[int]",
+    "ints": "Sequence[int]", "handle": "Handle",
 }
+
+
+def _annotation(kind: str) -> str:
+    """The annotation of a kind; a typed handle ("handle<mylib.Plan>") is a ``Handle``."""
+    return _ANNOTATIONS.get(kind.partition("<")[0], kind)
 
 
 def _default(text: str) -> object:
@@ -37,10 +42,10 @@ def build(name: str, text: str | None) -> inspect.Signature:
         kind, has_default, default_text = kind.partition("=")
         default = _default(default_text) if has_default else inspect.Parameter.empty
         optional = kind.startswith("?")
-        annotation = _ANNOTATIONS.get(kind.lstrip("?"), kind)
+        annotation = _annotation(kind.lstrip("?"))
         if optional:
             annotation = f"Optional[{annotation}]"
         params.append(inspect.Parameter(pname, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=annotation,
                                         default=default))
-    return_annotation = "list[int]" if result == "ints" else _ANNOTATIONS.get(result, result)
+    return_annotation = "list[int]" if result == "ints" else _annotation(result)
     return inspect.Signature(params, return_annotation=return_annotation)

@@ -115,7 +115,8 @@
   X(DType, "dtype")       \
   X(Func, "func")         \
   X(Views, "views")       \
-  X(Ints, "ints")
+  X(Ints, "ints")         \
+  X(Handle, "handle") /* "handle<T>": typed, T in the signature (c_api.h, "Signatures") */
 
 /* Result kinds of a signature string: X(Id, "name"). */
 #define TP_RESULT_KINDS(X) \
@@ -131,6 +132,7 @@
   X(Func, "func")          \
   X(Any, "any")            \
   X(List, "list")          \
-  X(Ints, "ints")
+  X(Ints, "ints")          \
+  X(Handle, "handle") /* and "handle<T>" */
 
 #endif /* TENSORPLUG_VOCABULARY_H_ */
