@@ -171,6 +171,17 @@ def test_storage_keeps_a_reference(liba):
     assert liba.plans_deleted() == deleted + 1
 
 
+def test_a_pointer_stored_by_cpp_reads_as_a_non_owning_handle(liba):
+    plan = liba.make_plan(6)
+    liba.store_pointer("tests.handles.pointer", plan)
+    try:
+        stored = tensorplug.storage.get("tests.handles.pointer")
+        assert type(stored) is tensorplug.Handle
+        assert (stored.address, stored.owning, stored.type_name) == (plan.address, False, None)
+    finally:
+        tensorplug.storage.erase("tests.handles.pointer")
+
+
 def test_handles_cross_python_callbacks(liba):
     plan = liba.make_plan(7)
     seen = []

@@ -101,6 +101,7 @@ double CallGlobal(std::string name, PlanHandle plan) {
 }
 
 void StorePlan(std::string key, PlanHandle plan) { tp::SetStorage(key.c_str(), plan); }
+void StorePointer(std::string key, void* ptr) { tp::SetStoragePointer(key.c_str(), ptr, nullptr); }
 int64_t StoredN(std::string key) { return tp::GetStorage(key.c_str()).cast<PlanHandle>()->n; }
 }  // namespace
 
@@ -128,3 +129,4 @@ TENSORPLUG_EXPORT(read_after_callback, ReadAfterCallback, "f", "plan");
 TENSORPLUG_EXPORT(call_global, CallGlobal, "name", "plan");
 TENSORPLUG_EXPORT(store_plan, StorePlan, "key", "plan");
 TENSORPLUG_EXPORT(stored_n, StoredN, "key");
+TENSORPLUG_EXPORT(store_pointer, StorePointer, "key", "ptr");
