@@ -90,6 +90,8 @@ def test_none_for_optional_handles_and_undefined_results(liba):
     assert liba.maybe_n(liba.make_plan(5)) == 5
     assert liba.no_plan() is None
     assert liba.null_pointer() is None
+    assert liba.is_none(None) is True and liba.is_none(liba.make_plan(1)) is False
+    assert liba.is_none.signature_text == "ptr:?handle->bool"
 
 
 def test_a_custom_deleter_runs_once(liba):
@@ -272,6 +274,14 @@ def test_a_handle_is_refused_where_another_kind_is_expected(liba):
     with pytest.raises(TypeError, match=r"^length\(\) argument 1 'values': expected a list of ints, "
                                         r"got tensorplug\.Handle$"):
         liba.length(plan)
+    good = [1.0, True, "cpu", "float32"]
+    for i, expected in enumerate(["a float", "a bool", "a device such as 'cpu', 'cuda:0' or (device_type, device_id)",
+                                  "a dtype such as 'float32'"]):
+        args = good[:i] + [plan] + good[i + 1:]
+        with pytest.raises(TypeError, match=rf"^kinds\(\) argument {i + 1} '\w': expected {re.escape(expected)}, "
+                                            r"got tensorplug\.Handle$"):
+            liba.kinds(*args)
+    assert liba.kinds(*good) is None
 
 
 def test_other_values_are_refused_where_a_handle_is_expected(liba):

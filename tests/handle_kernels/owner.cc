@@ -57,6 +57,7 @@ std::optional<int64_t> MaybeN(std::optional<PlanHandle> plan) {
 int64_t Address(void* ptr) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(ptr)); }
 void* Pointer(PlanHandle plan) { return plan.get(); }
 void* NullPointer() { return nullptr; }
+bool IsNone(std::optional<void*> ptr) { return !ptr.has_value(); }
 
 // A tensor and a handle in one call: x *= plan.n.
 void Scale(tp::TensorView x, PlanHandle plan) {
@@ -84,6 +85,7 @@ int64_t TotalNumel(tp::TensorViewList xs) {
   for (tp::TensorView x : xs) n += x.numel();
   return n;
 }
+void Kinds(double, bool, DLDevice, DLDataType) {}
 int64_t Length(std::vector<int64_t> values) { return static_cast<int64_t>(values.size()); }
 
 std::string Describe(TPAny value) { return tp::detail::DescribeValue(value); }
@@ -113,6 +115,7 @@ TENSORPLUG_EXPORT(maybe_n, MaybeN, "plan=None");
 TENSORPLUG_EXPORT(address, Address, "ptr");
 TENSORPLUG_EXPORT(pointer, Pointer, "plan");
 TENSORPLUG_EXPORT(null_pointer, NullPointer);
+TENSORPLUG_EXPORT(is_none, IsNone, "ptr");
 TENSORPLUG_EXPORT(scale, Scale, "x", "plan");
 TENSORPLUG_EXPORT(keep, Keep, "plan");
 TENSORPLUG_EXPORT(drop_kept, DropKept);
@@ -123,6 +126,7 @@ TENSORPLUG_EXPORT(buffers_freed, BuffersFreed);
 TENSORPLUG_EXPORT(describe, Describe, "value");
 TENSORPLUG_EXPORT(total_numel, TotalNumel, "xs");
 TENSORPLUG_EXPORT(length, Length, "values");
+TENSORPLUG_EXPORT(kinds, Kinds, "f", "b", "d", "t");
 TENSORPLUG_EXPORT(call_with_plan, CallWithPlan, "f", "plan");
 TENSORPLUG_EXPORT(plan_from_callback, PlanFromCallback, "f");
 TENSORPLUG_EXPORT(read_after_callback, ReadAfterCallback, "f", "plan");
