@@ -173,6 +173,25 @@ def test_storage_keeps_a_reference(liba):
     assert liba.plans_deleted() == deleted + 1
 
 
+def test_a_handle_stored_from_python_reaches_cpp(liba):
+    deleted = liba.plans_deleted()
+    plan = liba.make_plan(12)
+    tensorplug.storage.set("tests.handles.from_python", plan)
+    try:
+        assert liba.stored_n("tests.handles.from_python") == 12
+        assert tensorplug.storage.get("tests.handles.from_python") == plan
+        del plan
+        assert liba.plans_deleted() == deleted  # the storage holds a reference
+        closed = liba.make_plan(13)
+        closed.close()
+        with pytest.raises(ValueError, match=r"^storage\.set\(\) argument 'value': the handle was closed$"):
+            tensorplug.storage.set("tests.handles.closed", closed)
+        assert not tensorplug.storage.contains("tests.handles.closed")
+    finally:
+        tensorplug.storage.erase("tests.handles.from_python")
+    assert liba.plans_deleted() == deleted + 2
+
+
 def test_a_pointer_stored_by_cpp_reads_as_a_non_owning_handle(liba):
     plan = liba.make_plan(6)
     liba.store_pointer("tests.handles.pointer", plan)
@@ -340,6 +359,27 @@ def test_a_closed_handle_is_refused(liba):
         liba.describe(plan)
     # A non-owning handle derived from it is not tracked: it is as valid as its library says.
     assert pointer.owning is False and re.search(r", non-owning>$", repr(pointer))
+
+
+def test_type_names_follow_one_rule(libc, tmp_path):
+    with pytest.raises(ValueError, match=r"^TPHandleCreate: type name 'bad name' is not made of letters, digits, "
+                                         r"'_', '\.' and ':'$"):
+        libc.bad_type_name()
+    assert libc.counters_freed() >= 0  # the library is intact (the deleter was not run on static memory)
+    bad = tmp_path / "bad_signature.c"
+    bad.write_text("#include <tensorplug/c_api.h>\n"
+                   "TP_EXPORT int __tensorplug_bad_signature(void* s, const TPAny* a, int32_t n, TPAny* r) {\n"
+                   "  (void)s; (void)a; (void)n; r->type_index = kTPNone; return 0;\n}\n"
+                   "TP_EXPORT const char* __tensorplugsig_bad_signature(void) { return \"x:handle<a-b>->int\"; }\n")
+    with pytest.raises(ValueError, match=r"function bad_signature exports a malformed signature: "
+                                         r"'x:handle<a-b>->int'"):
+        tensorplug.load_module(cpp.build("handles_bad_signature", [bad], build_directory=tmp_path / "bad"))
+    # A Handle<T> without a declared type name does not compile, and says what to do.
+    source = tmp_path / "undeclared.cc"
+    source.write_text("#include <tensorplug/tensorplug.h>\nstruct Plan {};\n"
+                      "tensorplug::Handle<Plan> Make() { return {}; }\nTENSORPLUG_EXPORT(make, Make);\n")
+    with pytest.raises(cpp.BuildError, match=r"declare the type's name with TENSORPLUG_HANDLE_TYPE"):
+        cpp.build("handles_undeclared", [source], build_directory=tmp_path / "build")
 
 
 def test_handles_are_made_by_kernels_only():

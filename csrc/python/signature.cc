@@ -25,18 +25,14 @@ bool ParseKind(const std::string& s, Kind* kind) {
   return false;
 }
 
-// "handle<mylib.Plan>" -> kind "handle", type "mylib.Plan" (the type name rule of
-// TPHandleCreate); other kinds are left as they are. False when malformed.
+// "handle<mylib.Plan>" -> kind "handle", type "mylib.Plan" (TP_HANDLE_TYPE_NAME_CHARS, as
+// TPHandleCreate checks); other kinds are left as they are. False when malformed.
 bool ParseHandleType(std::string* kind, std::string* type) {
   const size_t open = kind->find('<');
   if (open == std::string::npos) return true;
   if (kind->compare(0, open, "handle") != 0 || kind->back() != '>' || open + 2 >= kind->size()) return false;
   *type = kind->substr(open + 1, kind->size() - open - 2);
-  for (char c : *type) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                    c == '.' || c == ':';
-    if (!ok) return false;
-  }
+  if (type->find_first_not_of(TP_HANDLE_TYPE_NAME_CHARS) != std::string::npos) return false;
   kind->resize(open);
   return true;
 }

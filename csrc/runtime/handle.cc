@@ -5,6 +5,7 @@
 #include <string>
 
 #include "runtime_internal.h"
+#include "tensorplug/vocabulary.h"
 
 using tensorplug::runtime::Fail;
 
@@ -18,17 +19,9 @@ struct TPHandleObj {
 };
 
 namespace {
-// Type names appear in signature strings ("plan:handle<mylib.Plan>"), so they hold none of
-// the grammar's separators (';', '=', '<', '>', '->', '?'); ':' is fine (C++ names).
+// Type names appear in signature strings, so they are made of TP_HANDLE_TYPE_NAME_CHARS.
 bool ValidTypeName(const char* name) {
-  if (*name == '\0') return false;
-  for (const char* p = name; *p; ++p) {
-    const char c = *p;
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                    c == '.' || c == ':';
-    if (!ok) return false;
-  }
-  return true;
+  return *name != '\0' && name[std::strspn(name, TP_HANDLE_TYPE_NAME_CHARS)] == '\0';
 }
 }  // namespace
 

@@ -69,3 +69,17 @@ TP_EXPORT int __tensorplug_counters_freed(void* self, const TPAny* args, int32_t
   (void)nargs;
   return set_int(result, g_freed);
 }
+
+/* A type name outside the rule: TPHandleCreate refuses it (and runs no deleter). */
+TP_EXPORT int __tensorplug_bad_type_name(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
+  TPHandleRef handle;
+  (void)self;
+  (void)args;
+  (void)nargs;
+  if (TPHandleCreate(&g_freed, "bad name", free_counter, NULL, &handle) != 0) return -1;
+  result->type_index = kTPHandle;
+  result->flags = 0;
+  result->v_handle = handle;
+  return 0;
+}
+

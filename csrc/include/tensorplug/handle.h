@@ -72,7 +72,13 @@ class Handle {
   template <class D>
   Handle(T* ptr, D deleter) {
     if (ptr == nullptr) return;
-    D* box = new D(std::move(deleter));
+    D* box = nullptr;
+    try {
+      box = new D(std::move(deleter));
+    } catch (...) {
+      deleter(ptr);  // owned from the start: destroyed when the handle cannot be made
+      throw;
+    }
     if (TPHandleCreate(ptr, type_name(), &DeleteWith<D>, box, &ref_) != 0) {
       DeleteWith<D>(ptr, box);
       detail::ThrowLastError();
