@@ -69,6 +69,15 @@ def test_a_typed_handle_round_trips(liba):
     assert plan.address == liba.address(plan) == liba.address(liba.pointer(plan))
 
 
+def test_ctypes_reads_a_handle_as_a_pointer(liba):
+    import ctypes
+
+    plan = liba.make_plan(21)  # a liba::Plan: one int64
+    assert plan._as_parameter_ == plan.address
+    assert ctypes.cast(plan, ctypes.POINTER(ctypes.c_int64)).contents.value == 21
+    assert ctypes.string_at(liba.pointer(plan), 8) == (21).to_bytes(8, sys.byteorder)
+
+
 def test_a_handle_and_a_tensor_in_one_call(liba):
     x = np.arange(4, dtype=np.float32)
     liba.scale(x, liba.make_plan(3))

@@ -90,6 +90,8 @@ PyGetSetDef kHandleGetSet[] = {
     {"type_name", Guarded<HandleGetTypeName>, nullptr,
      "The declared type name (``'mylib.Plan'``), or None for an untyped handle (a ``void*``).", nullptr},
     {"address", Guarded<HandleGetAddress>, nullptr, "The pointer, as an int.", nullptr},
+    {"_as_parameter_", Guarded<HandleGetAddress>, nullptr,
+     "The pointer, as ctypes reads it: a handle passes to a ctypes function's ``void*`` parameter.", nullptr},
     {"owning", Guarded<HandleGetOwning>, nullptr,
      "Whether the handle owns its object (has a deleter); a ``void*`` result does not.", nullptr},
     {"closed", Guarded<HandleGetClosed>, nullptr, "Whether :meth:`close` was called.", nullptr},
