@@ -184,3 +184,108 @@ def test_load_library_checks_like_load_module(tmp_path):
     (tmp_path / "not_elf.so").write_text("hello")
     with pytest.raises(ValueError, match="not a loadable shared library: not a 64-bit ELF shared library"):
         tensorplug.load_library(tmp_path / "not_elf.so")
+
+
+# The runtime pattern of the kernel-library guides: the runtime keeps its state and hands
+# out a `void*` to it through a global function registered at static initialization; other
+# libraries' kernels take that pointer back, or fetch it themselves through the registry.
+STATE_RUNTIME = r"""
+#include <tensorplug/tensorplug.h>
+namespace mylang {
+struct State {  // the layout the runtime publishes to its kernels
+  int64_t value;
+  int64_t calls;
+};
+}  // namespace mylang
+static void* GetState() {
+  static mylang::State state{100, 0};
+  return &state;
+}
+TENSORPLUG_REGISTER_GLOBAL("mylang.state", GetState);
+TENSORPLUG_REGISTER_GLOBAL("mylang.set_value", [](void* state, int64_t value) {
+  static_cast<mylang::State*>(state)->value = value;
+}, "state", "value");
+"""
+
+STATE_KERNELS = r"""
+#include <tensorplug/tensorplug.h>
+namespace mylang {
+struct State {
+  int64_t value;
+  int64_t calls;
+};
+}  // namespace mylang
+namespace {
+mylang::State* AsState(void* state) { return static_cast<mylang::State*>(state); }
+// The state handed in by the caller.
+int64_t StateValue(void* state) {
+  ++AsState(state)->calls;
+  return AsState(state)->value;
+}
+// The state fetched through the registry, in C++.
+void* StateFromRegistry() { return tensorplug::Function::GetGlobalRequired("mylang.state")().cast<void*>(); }
+int64_t ValueFromRegistry() { return AsState(StateFromRegistry())->value; }
+int64_t Calls(void* state) { return AsState(state)->calls; }
+}  // namespace
+TENSORPLUG_EXPORT(state_value, StateValue, "state");
+TENSORPLUG_EXPORT(state_from_registry, StateFromRegistry);
+TENSORPLUG_EXPORT(value_from_registry, ValueFromRegistry);
+TENSORPLUG_EXPORT(calls, Calls, "state");
+"""
+
+# The same from plain C: the global function's result is a kTPOpaquePtr.
+STATE_C_KERNEL = r"""
+#include <tensorplug/c_api.h>
+TP_EXPORT int __tensorplug_c_state_value(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
+  TPFunctionHandle get = NULL;
+  TPAny state;
+  int rc;
+  (void)self;
+  (void)args;
+  (void)nargs;
+  if (TPGlobalFuncGet("mylang.state", &get) != 0) return -1;
+  if (get == NULL) {
+    TPErrorSet("KeyError", "c_state_value: global function 'mylang.state' is not registered");
+    return -1;
+  }
+  rc = TPFunctionCall(get, NULL, 0, &state);
+  TPFunctionRelease(get);
+  if (rc != 0) return -1;
+  if (state.type_index != kTPOpaquePtr) {
+    TPAnyRelease(&state);
+    TPErrorSet("TypeError", "c_state_value: mylang.state did not return a pointer");
+    return -1;
+  }
+  result->type_index = kTPInt;
+  result->flags = 0;
+  result->v_int64 = *(const int64_t*)state.v_ptr;  /* State.value comes first */
+  return 0;
+}
+"""
+
+
+def test_runtime_state_reaches_python_and_other_libraries(tmp_path):
+    runtime = cpp.build("mylang_state_runtime", [_write(tmp_path, "state_runtime.cc", STATE_RUNTIME)])
+    kernels = cpp.build("mylang_state_kernels", [_write(tmp_path, "state_kernels.cc", STATE_KERNELS)])
+    c_kernel = cpp.build("mylang_state_c_kernel", [_write(tmp_path, "state_c_kernel.c", STATE_C_KERNEL)])
+    tensorplug.load_library(runtime)
+    get_state = tensorplug.get_global_func("mylang.state")
+    assert get_state.signature_text == "->handle"
+
+    # Python: a non-owning, untyped handle to the runtime's static state.
+    state = get_state()
+    assert type(state) is tensorplug.Handle
+    assert (state.type_name, state.owning) == (None, False)
+    assert repr(state) == f"<tensorplug.Handle void* at {state.address:#x}, non-owning>"
+    assert get_state() == state  # the same state each time
+
+    # Passed back into another library's kernel, and into the runtime's own functions.
+    mod = tensorplug.load_module(kernels)
+    assert mod.state_value(state) == 100
+    tensorplug.get_global_func("mylang.set_value")(state, 42)
+    assert mod.state_value(state) == 42 and mod.calls(state) == 2
+
+    # From the other library's C++ (and C) code, through the registry.
+    assert mod.value_from_registry() == 42
+    assert mod.state_from_registry() == state
+    assert tensorplug.load_module(c_kernel).c_state_value() == 42

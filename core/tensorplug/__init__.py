@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from . import _core, _registry, _signature, exchange, storage
-from ._core import Function, Tensor
+from ._core import Function, Handle, Tensor
 from ._context import get_raw_stream, output_framework, use_raw_stream, use_stream
 from ._module import Module, load_module
 from ._module import load_library, load_module_from_package
@@ -79,7 +79,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "AdapterInfo", "AdapterRecord", "Device", "ExchangeTable", "Function", "Module", "Op", "Output", "Tensor",
+    "AdapterInfo", "AdapterRecord", "Device", "ExchangeTable", "Function", "Handle", "Module", "Op", "Output", "Tensor",
     "TensorSpec", "adapters", "cpp", "empty", "exchange", "from_dlpack", "get_global_func", "get_op",
     "get_raw_stream", "hookimpl", "like", "list_global_func_names", "load_library", "load_module",
     "load_module_from_package", "op", "output_framework", "output_table", "register_adapter",

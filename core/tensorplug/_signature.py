@@ -15,7 +15,7 @@ _ANNOTATIONS = {
     "view": "Tensor", "tensor": "Tensor", "int": "int", "float": "float", "bool": "bool",
     "str": "str", "device": "Device", "dtype": "DType", "func": "Callable[..., Any]", "any": "Any",
     "void": "None", "tuple": "tuple[Any, ...]", "views": "Sequence[Tensor]", "list": "list[Tensor]",
-    "ints": "Sequence[int]",
+    "ints": "Sequence[int]", "handle": "Handle",  # typed handles ("handle<mylib.Plan>") too
     # A tensor the kernel writes (tensorplug::MutableView): the same Python type; the written
     # mark is in the signature string and an op's doc (docs/decisions.md).
     "mview": "Tensor", "mviews": "Sequence[Tensor]",
@@ -35,7 +35,7 @@ STUB_IMPORTS = {
 
 def param_annotation(kind: str) -> str:
     """The annotation of a parameter of ``kind`` (``"view"``, ``"?int"``, ...)."""
-    base = kind.lstrip("?")
+    base = kind.lstrip("?").partition("<")[0]  # a typed handle "handle<mylib.Plan>" is a handle
     if base not in _ANNOTATIONS:
         return UNKNOWN
     return f"Optional[{_ANNOTATIONS[base]}]" if kind.startswith("?") else _ANNOTATIONS[base]
@@ -43,6 +43,7 @@ def param_annotation(kind: str) -> str:
 
 def result_annotation(kind: str) -> str:
     """The annotation of a result of ``kind``."""
+    kind = kind.partition("<")[0]
     return _RESULT_ANNOTATIONS.get(kind) or _ANNOTATIONS.get(kind, UNKNOWN)
 
 

@@ -27,7 +27,8 @@ _PARAM_KINDS = frozenset(_core.VOCABULARY["param_kinds"])
 TENSOR_KINDS = frozenset({"view", "tensor", "mview"})
 WRITTEN_KINDS = frozenset({"mview"})
 SCALAR_KINDS = frozenset({"int", "float", "bool", "str", "device", "dtype"})
-UNTRACEABLE_KINDS = frozenset({"func", "any", "views", "mviews", "ints"})  # lists: not traced by ops yet (issue 12)
+# lists: not traced by ops yet (issue 12); handles: state no compiler can see into.
+UNTRACEABLE_KINDS = frozenset({"func", "any", "views", "mviews", "ints", "handle"})
 RESULT_KINDS = frozenset({"void", "tensor", "tuple"})
 
 # Python scalar types, resolved when an op is declared (a tracer cannot run the hooks).
@@ -58,9 +59,9 @@ def parse_signature(text: str) -> tuple[tuple[Param, ...], str]:
     for item in filter(None, params_text.split(";")):
         name, _, kind = item.partition(":")
         optional = kind.startswith("?")
-        kind = kind.lstrip("?")
+        kind = kind.lstrip("?").partition("<")[0]  # "handle<mylib.Plan>": a handle
         params.append(Param(name, kind, optional, kind in WRITTEN_KINDS))
-    return tuple(params), result
+    return tuple(params), result.partition("<")[0]
 
 
 class Op:

@@ -3,9 +3,11 @@
 
 A value is a tensor (of any installed adapter; read back as a :class:`tensorplug.Tensor`
 sharing its memory), a function (a compiled :class:`tensorplug.Function` or a Python
-function), a str, an int, a float or a bool. Any other Python object is stored as itself
-(C code sees an opaque pointer to it). An opaque pointer stored by C code reads as its
-address (an int). Values are released when replaced, erased, or at process exit. Prefix
+function), a str, an int, a float, a bool or a :class:`tensorplug.Handle` (C code gets a
+reference to the handle; it reads back as a handle equal to it). Any other Python object is stored as itself
+(C code sees an opaque pointer to it). An opaque pointer stored by C code reads as a
+non-owning :class:`tensorplug.Handle` (its ``address`` is the pointer), a handle stored
+by C code as a :class:`tensorplug.Handle` sharing it. Values are released when replaced, erased, or at process exit. Prefix
 keys with your library's name (``"mylib.cache"``).
 """
 

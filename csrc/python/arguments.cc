@@ -4,6 +4,7 @@
 
 #include "arguments.h"
 #include "call_env.h"
+#include "handle_object.h"
 #include "tensorplug/dtype.h"
 
 namespace tensorplug::py {
@@ -668,6 +669,46 @@ bool ConvertInts(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, cons
   return true;
 }
 
+// The reference of an open tensorplug.Handle, retained for the call (released by the frame):
+// nullptr with ValueError set for a closed one.
+TPHandleRef HandleForCall(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  TPHandleRef ref = HandleRefOf(obj);
+  if (!ref) {
+    PyErr_Format(PyExc_ValueError, "%U() %s: the handle was closed", f->name, ArgLabel(i, param, -1).c_str());
+    return nullptr;
+  }
+  TPHandleRetain(ref);
+  frame.handles[frame.num_handles++] = ref;
+  return ref;
+}
+
+// A handle: "handle" (a void* parameter) takes any handle and gets its pointer
+// (kTPOpaquePtr); "handle<T>" takes a handle of type name T only, lent as a kTPHandle.
+bool ConvertHandle(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
+  const std::string& want = param->handle_type;
+  if (Py_TYPE(obj) != HandleType) {
+    return ArgError(f, i, param, want.empty() ? "a tensorplug.Handle" : ("a handle of type " + want).c_str(), obj), false;
+  }
+  TPHandleRef ref = HandleForCall(f, frame, i, obj, param);
+  if (!ref) return false;
+  TPAny& out = frame.packed[i];
+  if (want.empty()) {
+    out.type_index = kTPOpaquePtr;
+    out.v_ptr = TPHandleGetPointer(ref);
+    return true;
+  }
+  const char* type = TPHandleGetTypeName(ref);
+  if (!type || want != type) {
+    PyErr_Format(PyExc_TypeError, "%U() %s: expected a handle of type %s, got %s%s", f->name,
+                 ArgLabel(i, param, -1).c_str(), want.c_str(), type ? "a handle of type " : "an untyped handle",
+                 type ? type : "");
+    return false;
+  }
+  out.type_index = kTPHandle;
+  out.v_handle = ref;
+  return true;
+}
+
 }  // namespace
 
 bool ConvertAny(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
@@ -686,6 +727,13 @@ bool ConvertAny(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
     return true;
   }
   if (type == FunctionType) return ConvertFunc(f, frame, i, obj, param);
+  if (type == HandleType) {  // the handle itself, typed or not: the callee reads its kind
+    TPHandleRef ref = HandleForCall(f, frame, i, obj, param);
+    if (!ref) return false;
+    frame.packed[i].type_index = kTPHandle;
+    frame.packed[i].v_handle = ref;
+    return true;
+  }
   if (AdapterTable* table = LookupAdapter(type)) return ConvertTensorWith(table, false, f, frame, i, obj, param);
   if (PyErr_Occurred()) return AnnotateError(f, i, param), false;
   if (PyCallable_Check(obj)) return ConvertCallable(f, frame, i, obj, param);
@@ -699,7 +747,7 @@ bool ConvertAny(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
     if (is_number < 0) return AnnotateError(f, i, param), false;
     if (is_number) return ConvertNumberSlow(f, frame, i, obj, param, kind);
   }
-  return ArgError(f, i, param, "a tensor, scalar, str, device, dtype, None or callable", obj), false;
+  return ArgError(f, i, param, "a tensor, scalar, str, device, dtype, handle, None or callable", obj), false;
 }
 
 namespace {

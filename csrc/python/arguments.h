@@ -18,13 +18,15 @@ struct FrameStorage {
   DLManagedTensorVersioned* owned[N];
   TPFunctionHandle funcs[N];
   PyObject* kept[N];
+  TPHandleRef handles[N];
 };
 
 // Everything a call must undo.
 struct CallFrame {
   template <int N>
   explicit CallFrame(FrameStorage<N>& storage)
-      : packed(storage.packed), views(storage.views), owned(storage.owned), funcs(storage.funcs), kept(storage.kept) {}
+      : packed(storage.packed), views(storage.views), owned(storage.owned), funcs(storage.funcs), kept(storage.kept),
+        handles(storage.handles) {}
   TPAny* packed;
   DLTensor* views;
   DLManagedTensorVersioned** owned;  // owning exports used as views: freed after the call
@@ -33,6 +35,8 @@ struct CallFrame {
   int num_funcs = 0;
   PyObject** kept;                   // snapshots of list arguments (tuples), held for the call
   int num_kept = 0;
+  TPHandleRef* handles;              // handle arguments, retained for the call (a close() meanwhile frees nothing)
+  int num_handles = 0;
   // Owning exports of list items used as views (adapters without a view export): freed
   // after the call; allocated only when a list has such items.
   std::vector<DLManagedTensorVersioned*>* item_owned = nullptr;
@@ -56,6 +60,8 @@ struct CallFrame {
     num_funcs = 0;
     for (int i = 0; i < num_kept; ++i) Py_DECREF(kept[i]);
     num_kept = 0;
+    for (int i = 0; i < num_handles; ++i) TPHandleRelease(handles[i]);
+    num_handles = 0;
     // Owning tensors not yet handed to the callee.
     for (int i = 0; i < upto; ++i) {
       if (packed[i].type_index == kTPTensor) TPAnyRelease(&packed[i]);

@@ -6,6 +6,7 @@
 
 #include "call_env.h"
 #include "function_object.h"
+#include "handle_object.h"
 #include "tensorplug/vocabulary.h"
 
 namespace tensorplug::py {
@@ -412,6 +413,7 @@ PyObject* CreateModule() {
   const bool vocabulary_added = vocabulary && PyModule_AddObjectRef(module, "VOCABULARY", vocabulary) == 0;
   Py_XDECREF(vocabulary);
   if (!vocabulary_added || !overrides || !InitTensorType(module) || !InitFunctionType(module) || !InitXlaFfi(module) ||
+      !InitHandleType(module) ||
       PyModule_AddObjectRef(module, "overrides", overrides) < 0 || PyModule_AddFunctions(module, kStorageMethods) < 0 ||
       PyModule_AddIntConstant(module, "MAX_NDIM", TP_MAX_NDIM) < 0) {
     Py_DECREF(module);

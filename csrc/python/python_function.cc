@@ -1,6 +1,7 @@
 // Python callables as tensorplug functions (TPFunctionHandle): arguments to Python
 // objects, the result back to a TPAny.
 #include "arguments.h"
+#include "handle_object.h"
 
 namespace tensorplug::py {
 
@@ -32,6 +33,10 @@ PyObject* ArgToPython(const TPAny& arg, bool* lent) {
     PyObject* f = name ? FunctionFromHandle(arg.v_func, name, true) : nullptr;
     Py_XDECREF(name);
     return f;
+  }
+  if (arg.type_index == kTPHandle && arg.v_handle) {  // lent: the Python object takes a reference of its own
+    TPHandleRetain(arg.v_handle);
+    return HandleFromRef(arg.v_handle);
   }
   if (arg.type_index == kTPStr) return PyUnicode_FromStringAndSize(arg.v_str->data, Py_ssize_t(arg.v_str->size));
   if (arg.type_index == kTPTuple) {

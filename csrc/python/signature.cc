@@ -25,6 +25,18 @@ bool ParseKind(const std::string& s, Kind* kind) {
   return false;
 }
 
+// "handle<mylib.Plan>" -> kind "handle", type "mylib.Plan" (TP_HANDLE_TYPE_NAME_CHARS, as
+// TPHandleCreate checks); other kinds are left as they are. False when malformed.
+bool ParseHandleType(std::string* kind, std::string* type) {
+  const size_t open = kind->find('<');
+  if (open == std::string::npos) return true;
+  if (kind->compare(0, open, "handle") != 0 || kind->back() != '>' || open + 2 >= kind->size()) return false;
+  *type = kind->substr(open + 1, kind->size() - open - 2);
+  if (type->find_first_not_of(TP_HANDLE_TYPE_NAME_CHARS) != std::string::npos) return false;
+  kind->resize(open);
+  return true;
+}
+
 // A default's literal ("1.0", "3", "True", "'fast'", "None") as a Python object of a
 // form the parameter's kind accepts; nullptr (no error set) when it is not one.
 PyObject* ParseDefault(const std::string& text, const Param& p) {
@@ -81,6 +93,7 @@ bool ParseSignature(const char* text, Signature* sig) {
     }
     p.optional = !kind.empty() && kind[0] == '?';
     if (p.optional) kind = kind.substr(1);
+    if (!ParseHandleType(&kind, &p.handle_type)) return false;
     if (!ParseKind(kind, &p.kind)) return false;
     p.convert = ConverterFor(p.kind, p.optional);
     if (eq != std::string::npos) {

@@ -32,6 +32,7 @@ struct Param {
   std::string name;
   PyObject* default_value = nullptr;  // "alpha:float=1.0": owned by the Signature
   std::string default_text;           // "1.0", for messages
+  std::string handle_type;            // "handle<mylib.Plan>": "mylib.Plan" ("" for "handle": untyped)
 };
 
 struct Signature {

@@ -4,6 +4,7 @@
 // as an opaque pointer whose deleter releases the reference; after Py_Finalize the deleter
 // leaks it instead (PythonUsable), so the exit cleanup never touches a dead interpreter.
 #include "common.h"
+#include "handle_object.h"
 
 namespace tensorplug::py {
 
@@ -35,6 +36,13 @@ int ToStored(PyObject* obj, const char* where, TPAny* out, TPStorageDeleter* del
   if (obj == Py_None) {
     PyErr_Format(PyExc_TypeError, "storage.%s() argument 'value': None cannot be stored (use storage.erase)", where);
     return -1;
+  }
+  if (Py_TYPE(obj) == HandleType) {  // stored as the handle (C code gets a reference), not as an object
+    if (!HandleRefOf(obj)) {
+      PyErr_Format(PyExc_ValueError, "storage.%s() argument 'value': the handle was closed", where);
+      return -1;
+    }
+    return PythonToValue(obj, out);
   }
   const bool has_kind = PyBool_Check(obj) || PyLong_Check(obj) || PyFloat_Check(obj) || PyUnicode_Check(obj) ||
                         Py_TYPE(obj) == FunctionType || PyFunction_Check(obj) || PyCFunction_Check(obj) ||

@@ -1,6 +1,7 @@
 // Result values: TPAny -> Python objects, and Python callbacks' results -> TPAny.
 #include "call_env.h"
 #include "function_object.h"
+#include "handle_object.h"
 
 namespace tensorplug::py {
 
@@ -12,7 +13,15 @@ PyObject* ValueToPython(TPAny* value, AdapterTable* output, PyObject* function) 
     case kTPBool: return PyBool_FromLong(value->v_int64 != 0);
     case kTPDevice: return DeviceToPython(value->v_device);
     case kTPDataType: return DTypeToPython(value->v_dtype);
-    case kTPOpaquePtr: return PyLong_FromVoidPtr(value->v_ptr);
+    case kTPOpaquePtr:  // a bare pointer: a non-owning handle (NULL: None)
+      if (!value->v_ptr) Py_RETURN_NONE;
+      return HandleFromPointer(value->v_ptr);
+    case kTPHandle: {
+      TPHandleRef ref = value->v_handle;
+      value->type_index = kTPNone;  // the reference moves to the Python object
+      if (!ref) Py_RETURN_NONE;
+      return HandleFromRef(ref);
+    }
     case kTPRawStr: return PyUnicode_FromString(value->v_c_str);
     case kTPStr: {
       PyObject* s = PyUnicode_FromStringAndSize(value->v_str->data, Py_ssize_t(value->v_str->size));
@@ -149,6 +158,15 @@ int PythonToValue(PyObject* obj, TPAny* out) {
         return -1;
       }
     }
+  } else if (Py_TYPE(obj) == HandleType) {
+    TPHandleRef ref = HandleRefOf(obj);
+    if (!ref) {
+      PyErr_SetString(PyExc_ValueError, "a Python callback returned a closed tensorplug.Handle");
+      return -1;
+    }
+    TPHandleRetain(ref);
+    out->type_index = kTPHandle;
+    out->v_handle = ref;
   } else if (Py_TYPE(obj) == FunctionType) {
     out->type_index = kTPFunction;
     out->v_func = reinterpret_cast<FunctionObject*>(obj)->handle;

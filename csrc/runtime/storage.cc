@@ -124,6 +124,9 @@ int MakeEntry(const char* where, TPAny* value, TPStorageDeleter deleter, Entry* 
   switch (v.type_index) {
     case kTPInt: case kTPFloat: case kTPBool: case kTPDevice: case kTPDataType: case kTPStr: case kTPFunction:
       return 0;
+    case kTPHandle:
+      if (!v.v_handle) return refuse("the handle is NULL");
+      return 0;
     case kTPOpaquePtr:
       out->deleter = deleter;
       return 0;
@@ -170,6 +173,9 @@ int ReadEntry(const Entry& entry, TPAny* out, TPStorageDeleter* deleter) {
       return 0;
     case kTPFunction:
       TPFunctionRetain(entry.value.v_func);
+      return 0;
+    case kTPHandle:
+      TPHandleRetain(entry.value.v_handle);
       return 0;
     case kTPTensor: {
       auto* shared = static_cast<SharedTensor*>(entry.value.v_ptr);

@@ -27,6 +27,9 @@ void TPAnyRelease(TPAny* value) {
     case kTPFunction:
       if (value->v_func) TPFunctionRelease(value->v_func);
       break;
+    case kTPHandle:
+      if (value->v_handle) TPHandleRelease(value->v_handle);
+      break;
     default:
       break;
   }

@@ -1,6 +1,6 @@
 // The fuzzer's kernel library: one function per parameter kind of the exported signature
-// (view, tensor, int, float, bool, str, device, dtype, func, any and their `?` optional
-// forms), functions returning every result kind, and hand-made results with the odd but
+// (view, tensor, int, float, bool, str, device, dtype, func, any, handle and their `?`
+// optional forms), functions returning every result kind, and hand-made results with the odd but
 // legal layouts a plain-C kernel can return (NULL strides, > 64 dims, negative strides,
 // zero size, byte offsets, foreign devices and dtypes, a NULL deleter).
 //
@@ -19,6 +19,17 @@
 #include <vector>
 
 namespace tp = tensorplug;
+
+// The object behind the fuzzer's typed handles: a handle of another type reaching
+// handle_typed would show as a wrong magic (the process aborts: a crash to report).
+namespace fuzz {
+struct Box {
+  uint64_t magic;
+  int64_t value;
+};
+constexpr uint64_t kBoxMagic = 0x5eed0b0c5eed0b0cull;
+}  // namespace fuzz
+TENSORPLUG_HANDLE_TYPE(fuzz::Box, "fuzz.Box");
 
 namespace {
 
@@ -271,11 +282,56 @@ void Fail(int64_t kind, std::string message) {
   }
 }
 
+// ------------------------------------------------------------------- handles ----
+using BoxHandle = tp::Handle<fuzz::Box>;
+int64_t g_static_state = 7;
+
+void DeleteBox(fuzz::Box* box) {
+  if (box->magic != fuzz::kBoxMagic) std::abort();  // deleted twice, or not a Box
+  box->magic = 0;
+  delete box;
+}
+
+// `which` picks: a typed owning handle, a void* to static state, an untyped owning handle
+// (made through the C ABI), an undefined handle (None), a null void* (None).
+tp::Any HandleMake(int64_t which) {
+  TPAny v = tp::detail::MakeNone();
+  switch (which % 5) {
+    case 0:
+      tp::TypeCaster<BoxHandle>::PackResult(BoxHandle(new fuzz::Box{fuzz::kBoxMagic, which}, DeleteBox), &v);
+      break;
+    case 1: tp::TypeCaster<void*>::PackResult(&g_static_state, &v); break;
+    case 2: {
+      TPHandleRef ref = nullptr;
+      if (TPHandleCreate(new int64_t(which), nullptr, [](void* p, void*) { delete static_cast<int64_t*>(p); },
+                         nullptr, &ref) != 0) {
+        tp::detail::ThrowLastError();
+      }
+      v.type_index = kTPHandle;
+      v.v_handle = ref;
+      break;
+    }
+    case 3: tp::TypeCaster<BoxHandle>::PackResult(BoxHandle(), &v); break;
+    default: tp::TypeCaster<void*>::PackResult(nullptr, &v); break;
+  }
+  return tp::Any(v);
+}
+int64_t HandleTyped(BoxHandle box) {
+  if (box->magic != fuzz::kBoxMagic) std::abort();
+  return box->value;
+}
+int64_t HandleVoid(void* ptr) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(ptr)); }
+int64_t HandleOpt(std::optional<BoxHandle> box) { return box ? HandleTyped(*box) : -1; }
+
 // A static keeps what it is given until exit: deleters then run during finalization.
 TPAny g_kept = tp::detail::MakeNone();
 void Keep(TPAny v) {
   if (v.type_index == kTPFunction) {
     TPFunctionRetain(v.v_func);
+    TPAnyRelease(&g_kept);
+    g_kept = v;
+  } else if (v.type_index == kTPHandle) {
+    TPHandleRetain(v.v_handle);
     TPAnyRelease(&g_kept);
     g_kept = v;
   }
@@ -314,6 +370,10 @@ TENSORPLUG_EXPORT(raw, Raw, "layout", "ndim", "dtype", "device");
 TENSORPLUG_EXPORT(result, Result, "which", "x");
 TENSORPLUG_EXPORT(fail, Fail, "kind", "message");
 TENSORPLUG_EXPORT(keep, Keep, "v");
+TENSORPLUG_EXPORT(handle_make, HandleMake, "which");
+TENSORPLUG_EXPORT(handle_typed, HandleTyped, "box");
+TENSORPLUG_EXPORT(handle_void, HandleVoid, "ptr");
+TENSORPLUG_EXPORT(handle_opt, HandleOpt, "box");
 
 // A function with no signature: every argument comes as its raw value (tensors as views).
 extern "C" TP_EXPORT int __tensorplug_nosig(void*, const TPAny* args, int32_t nargs, TPAny* result) {

@@ -34,7 +34,8 @@ SIGNATURES = {
     "mixed": ["view", "tensor", "int", "float", "bool", "str", "device", "dtype", "any"],
     "alloc": ["ndim", "extent", "dtype", "device"], "raw": ["layout", "ndim", "dtype", "device"],
     "result": ["int", "view"], "fail": ["int", "str"], "keep": ["any"], "nosig": ["any", "any", "any"],
-    "silent_failure": [],
+    "silent_failure": [], "handle_make": ["int"], "handle_typed": ["handle"], "handle_void": ["handle"],
+    "handle_opt": ["?handle"],
 }
 # output_framework() names besides the run's frameworks (a framework not in the run is not
 # named: output_framework would import it).
@@ -68,8 +69,19 @@ class Case:
         if r == 5 and inputs.KEPT:
             return self.pick(inputs.KEPT)
         if r == 6:
+            if self.rng.random() < 0.3:
+                return self.handle()
             return getattr(self.kernels, self.rng.choice(sorted(SIGNATURES))), "a fuzz kernel Function"
         return self.fw.tensor(self.rng)
+
+    def handle(self):
+        """A handle the fuzz kernels made (any of its forms), maybe closed first."""
+        which = self.rng.randrange(5)
+        made = self.kernels.handle_make(which)
+        if made is not None and self.rng.random() < 0.2:
+            made.close()
+            return made, f"closed handle_make({which})"
+        return made, f"handle_make({which})"
 
     def value(self, kind):
         rng = self.rng
@@ -116,6 +128,8 @@ class Case:
             if rng.random() < 0.7:
                 return self.pick(inputs.CALLBACKS)
             return getattr(self.kernels, rng.choice(["int_i64", "view_meta", "fail", "func_call"])), "kernel"
+        if kind == "handle":
+            return self.handle()
         if kind == "ndim":
             return self.pick([0, 1, 2, 64, 65, 100, 2049, -1, 2**31])
         if kind == "extent":
@@ -165,6 +179,8 @@ def inspect_result(value, depth=0):
         tensorplug.from_dlpack(value)
     elif isinstance(value, tensorplug.Function):
         value(1)
+    elif isinstance(value, tensorplug.Handle):
+        _ = (repr(value), value.address, value.type_name, value.owning, hash(value))
     elif hasattr(value, "__dlpack__") and hasattr(value, "shape"):
         _ = (value.shape, repr(value)[:10])
 

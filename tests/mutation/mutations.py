@@ -114,6 +114,15 @@ MUTATIONS = [
     Mutation("library-unloaded-under-its-tensors", "csrc/runtime/module.cc",
              "dlopen(path, RTLD_NOW | visibility | RTLD_NODELETE)", "dlopen(path, RTLD_NOW | visibility)",
              ("tests/test_lifetime.py",), "a library's code is unmapped while its tensors live"),
+    # ---- handles --------------------------------------------------------------------------
+    Mutation("handle-type-unchecked", ARGUMENTS,
+             "  if (!type || want != type) {\n", "  if (false) {\n",
+             ("tests/test_handles.py", "-k", "another_type"),
+             "a handle of another type reaches a kernel that checks it with a message of its own (or not at all)"),
+    Mutation("handle-not-retained-for-call", ARGUMENTS,
+             "  TPHandleRetain(ref);\n  frame.handles[frame.num_handles++] = ref;\n", "",
+             ("tests/test_handles.py", "-k", "during_a_call"),
+             "a handle closed by a callback during the call is freed while the kernel still reads it"),
     # ---- registries -----------------------------------------------------------------------
     Mutation("global-func-override-unchecked", "csrc/runtime/function.cc",
              "    if (!allow_override) {\n", "    if (false) {\n",

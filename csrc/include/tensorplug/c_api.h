@@ -82,6 +82,7 @@ typedef enum {
   kTPFunction = 12, /* v_func: one reference to a function */
   kTPArray = 13,    /* v_array: a borrowed TPArray*, valid for the call (arguments only) */
   kTPIntArray = 14, /* v_int_array: a borrowed TPIntArray*, valid for the call (arguments only) */
+  kTPHandle = 15,   /* v_handle: one reference to an opaque handle (see "Handles") */
 } TPTypeIndex;
 
 /*
@@ -99,11 +100,12 @@ typedef struct TPString TPString;
 typedef struct TPTuple TPTuple;
 typedef struct TPArray TPArray;
 typedef struct TPIntArray TPIntArray;
+typedef struct TPHandleObj* TPHandleRef;
 
 /*
  * The 16-byte tagged value of the calling convention.
  *
- * Ownership: a TPAny *owns* kTPTensor, kTPStr, kTPTuple and kTPFunction payloads.
+ * Ownership: a TPAny *owns* kTPTensor, kTPStr, kTPTuple, kTPFunction and kTPHandle payloads.
  * - Arguments are lent to the callee for the duration of the call, except kTPTensor
  *   arguments, which are moved: the callee takes ownership and eventually calls the
  *   tensor's deleter (also when it fails).
@@ -126,6 +128,7 @@ typedef struct {
     TPFunctionHandle v_func;
     const TPArray* v_array;
     const TPIntArray* v_int_array;
+    TPHandleRef v_handle;
   };
 } TPAny;
 
@@ -216,10 +219,14 @@ typedef int (*TPPackedFunc)(void* self, const TPAny* args, int32_t nargs, TPAny*
  * (the same, for a tensor the callee writes: callers refuse a read-only tensor for it, and
  * never set TP_ANY_FLAG_READ_ONLY on it), tensor (owning, passed as kTPTensor), int,
  * float, bool, str, device, dtype, func, any, views (a list of tensors, passed as a kTPArray
- * of kTPDLTensorPtr), mviews (the same, for tensors the callee writes), ints (an int64 array, passed as a
- * kTPIntArray); a leading '?' marks an optional value that also accepts None. Result kinds:
- * void, int, float, bool, str, device, dtype, tensor, tuple, func, any, list (a kTPTuple of
- * tensors the caller shows as a list), ints (a kTPTuple of kTPInt, shown as a list). A function without a signature accepts any
+ * of kTPDLTensorPtr), mviews (the same, for tensors the callee writes), ints (an int64
+ * array, passed as a kTPIntArray), handle (an untyped opaque handle, passed as a
+ * kTPOpaquePtr: the pointer of any handle) and handle<T> (a handle of type name T, passed
+ * as a kTPHandle; T is made of letters, digits, '_', '.' and ':'); a leading '?' marks an
+ * optional value that also accepts None. Result kinds: void, int, float, bool, str,
+ * device, dtype, tensor, tuple, func, any, list (a kTPTuple of tensors the caller shows as
+ * a list), ints (a kTPTuple of kTPInt, shown as a list), handle (a kTPOpaquePtr: a
+ * non-owning handle) and handle<T> (a kTPHandle). A function without a signature accepts any
  * arguments (tensors are passed as views).
  * A parameter may carry a default after '=': "alpha:float=1.0", "n:int=3", "flag:bool=True",
  * "mode:str='fast'", "bias:?view=None" (the literal forms: an int, a float, True/False, a
@@ -239,6 +246,38 @@ TP_API int TPFunctionCall(TPFunctionHandle func, const TPAny* args, int32_t narg
 TP_API const char* TPFunctionGetSignature(TPFunctionHandle func);
 /* The raw entry point and closure, for callers that call in a loop. */
 TP_API TPPackedFunc TPFunctionGetEntry(TPFunctionHandle func, void** self);
+
+/* ----------------------------------------------------------------- handles ---- */
+
+/*
+ * Handles: an opaque pointer to state a library keeps (a plan, a workspace, a communicator)
+ * with an optional type name and deleter, shared by reference count. A kTPHandle TPAny owns
+ * one reference; as an argument it is lent for the call (the callee retains it to keep it).
+ * The deleter runs once, when the last reference goes, on the thread that drops it; it must
+ * not need the Python interpreter. Python shows a handle as a tensorplug.Handle. A kernel
+ * that returns a bare pointer returns a kTPOpaquePtr instead: a non-owning handle, valid as
+ * long as the library that made it says (static state: for the process).
+ */
+/* Destroys a handle's object: deleter(ptr, ctx). */
+typedef void (*TPHandleDeleter)(void* ptr, void* ctx);
+/*
+ * A new handle (one reference) for `ptr`. `type_name` (NULL: untyped) is copied; it names
+ * the type in signatures and messages ("mylib.Plan"), is made of letters, digits, '_', '.'
+ * and ':', and says which handle<T> parameters take the handle. `deleter` (NULL: none, the
+ * handle does not own ptr) runs as deleter(ptr, ctx) when the last reference goes. Fails
+ * with ValueError for a malformed type name (the deleter is not called) and MemoryError.
+ */
+TP_API int TPHandleCreate(void* ptr, const char* type_name, TPHandleDeleter deleter, void* ctx,
+                          TPHandleRef* out);
+TP_API void TPHandleRetain(TPHandleRef handle);
+/* Drop one reference; the last one runs the deleter. */
+TP_API void TPHandleRelease(TPHandleRef handle);
+/* The pointer (valid while a reference is held, for an owning handle). */
+TP_API void* TPHandleGetPointer(TPHandleRef handle);
+/* The type name, or NULL for an untyped handle; valid while a reference is held. */
+TP_API const char* TPHandleGetTypeName(TPHandleRef handle);
+/* 1 when the handle has a deleter (owns its pointer), else 0. */
+TP_API int TPHandleIsOwning(TPHandleRef handle);
 
 /* --------------------------------------------------------- global registry ---- */
 
@@ -280,7 +319,8 @@ TP_API int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out)
 /*
  * Provider storage: process-wide key -> value storage that kernel providers share (a
  * handle, a cache, a compiled kernel). A value is a tensor, a function, a string, an int,
- * a float, a bool, a device, a dtype, or an opaque pointer with an optional deleter. It
+ * a float, a bool, a device, a dtype, a handle (kTPHandle: the storage keeps a reference),
+ * or an opaque pointer with an optional deleter. It
  * is destroyed when replaced, when erased, and at process exit (before the static
  * destructors of every library loaded before it was stored). All calls are thread-safe.
  * Prefix keys with your library's name ("mylib.handle").
@@ -289,7 +329,7 @@ TP_API int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out)
 typedef void (*TPStorageDeleter)(void* ptr);
 /*
  * Store `value` under `key`, replacing (and destroying) any value stored before. The value
- * is moved in: what it owns (kTPTensor, kTPStr, kTPFunction) belongs to the storage on
+ * is moved in: what it owns (kTPTensor, kTPStr, kTPFunction, kTPHandle) belongs to the storage on
  * success and is released on failure, and *value is reset to kTPNone either way. A
  * kTPRawStr is copied. `deleter` (NULL: none) is allowed with kTPOpaquePtr only. Fails
  * (TypeError) for kTPNone, kTPTuple and kTPDLTensorPtr values.
@@ -297,7 +337,7 @@ typedef void (*TPStorageDeleter)(void* ptr);
 TP_API int TPEnvStorageSetValue(const char* key, TPAny* value, TPStorageDeleter deleter);
 /*
  * Read the value under `key` into *out, which the caller owns and releases with
- * TPAnyRelease: a function is a new reference, a string a new copy, a tensor a new managed
+ * TPAnyRelease: a function or handle is a new reference, a string a new copy, a tensor a new managed
  * tensor sharing the stored one's memory (it stays valid after an erase). An opaque
  * pointer is borrowed: it stays owned by the storage. *out is kTPNone when nothing is
  * stored. `deleter` may be NULL; else it receives an opaque pointer's deleter (or NULL).

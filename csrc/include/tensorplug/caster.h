@@ -24,13 +24,16 @@
  *   MutableViewList, std::vector<MutableView> kind "mviews": a lent list of tensors the kernel writes
  *   IntArrayView, std::vector<int64_t>         kind "ints": an int64 array (kTPIntArray)
  *   std::optional<T>      kind "?<kind of T>": None gives std::nullopt
+ *   void*                 kind "handle": the pointer of any handle (kTPOpaquePtr or kTPHandle)
+ *   Handle<T>             kind "handle<name>": a handle of T's declared type name (handle.h)
  * The view casters give each view the name of its argument (TensorView::arg()), which the
  * accessors' errors start with; a caster with a second Convert(v, ArgName) overload gets it.
  * Supported result types (kind): void, integers (int), floating point (float), bool,
  * strings (str), DLDevice (device), DLDataType (dtype), Tensor (tensor; an undefined one
  * is None), Function (func), Any and TPAny (any; ownership passes to the caller),
  * std::tuple of these (tuple), std::vector<Tensor> (list), std::vector<int64_t> (ints), std::optional of these (any, since result kinds have no
- * optional marker). The kinds are those of tensorplug/vocabulary.h.
+ * optional marker), void* (handle: a non-owning handle; nullptr is None), Handle<T>
+ * (handle<name>; an undefined one is None). The kinds are those of tensorplug/vocabulary.h.
  *
  * Over 500 lines: one specialization per supported type, kept together so that this file
  * is the complete table of what crosses a call.
@@ -54,6 +57,7 @@
 #include "tensorplug/c_api.h"
 #include "tensorplug/dtype.h"
 #include "tensorplug/error.h"
+#include "tensorplug/handle.h"
 #include "tensorplug/tensor.h"
 
 namespace tensorplug {
@@ -74,7 +78,7 @@ inline TPAny MakeNone() noexcept {
 /*! \brief True for the kinds a TPAny owns (released by TPAnyRelease). */
 constexpr bool IsOwnedKind(int32_t type_index) noexcept {
   return type_index == kTPTensor || type_index == kTPStr || type_index == kTPTuple ||
-         type_index == kTPFunction;
+         type_index == kTPFunction || type_index == kTPHandle;
 }
 
 /*! \brief Python-facing name of a value's kind, for "expected X, got Y" messages. */
@@ -95,8 +99,16 @@ inline const char* TypeIndexName(const TPAny& value) noexcept {
     case kTPFunction: return "function";
     case kTPArray: return "list";
     case kTPIntArray: return "int array";
+    case kTPHandle: return value.v_handle != nullptr ? "handle" : "null handle";
     default: return "unknown value";
   }
+}
+
+/*! \brief TypeIndexName, with a handle's type: "a handle of type mylib.Plan", "an untyped handle". */
+inline std::string DescribeValue(const TPAny& value) {
+  if (value.type_index != kTPHandle || value.v_handle == nullptr) return TypeIndexName(value);
+  const char* type = TPHandleGetTypeName(value.v_handle);
+  return type != nullptr ? std::string("a handle of type ") + type : std::string("an untyped handle");
 }
 
 
@@ -609,10 +621,73 @@ struct TypeCaster<std::vector<Tensor>> {
   }
 };
 
+// A bare pointer (kind "handle"): the pointer of any handle. As a result, a non-owning handle
+// (kTPOpaquePtr): valid as long as the library says (static state: for the process).
+template <>
+struct TypeCaster<void*> {
+  static constexpr bool kIsArg = true, kIsResult = true, kIsCallArg = true, kConsumes = false;
+  static std::string ArgKind() { return "handle"; }
+  static std::string ResultKind() { return "handle"; }
+  static std::string Expected() { return "a handle"; }
+  static bool Accepts(const TPAny& v) noexcept {
+    return v.type_index == kTPOpaquePtr || (v.type_index == kTPHandle && v.v_handle != nullptr);
+  }
+  static void* Convert(const TPAny& v) noexcept {
+    return v.type_index == kTPHandle ? TPHandleGetPointer(v.v_handle) : v.v_ptr;
+  }
+  /*! nullptr becomes None. */
+  static void PackResult(void* value, TPAny* out) noexcept {
+    if (value == nullptr) {
+      *out = detail::MakeNone();
+    } else {
+      out->v_ptr = value;
+      out->type_index = kTPOpaquePtr;
+    }
+  }
+  static ArgMode PackArg(void* value, TPAny* out) noexcept {
+    PackResult(value, out);
+    return ArgMode::kBorrowed;
+  }
+};
+
+// A typed handle (kind "handle<name>", name from TENSORPLUG_HANDLE_TYPE): only handles of
+// that type name are accepted; the parameter holds a reference of its own.
+template <class T>
+struct TypeCaster<Handle<T>> {
+  static constexpr bool kIsArg = true, kIsResult = true, kIsCallArg = true, kConsumes = false;
+  static std::string ArgKind() { return std::string("handle<") + Handle<T>::type_name() + ">"; }
+  static std::string ResultKind() { return ArgKind(); }
+  static std::string Expected() { return std::string("a handle of type ") + Handle<T>::type_name(); }
+  static bool Accepts(const TPAny& v) noexcept {
+    if (v.type_index != kTPHandle || v.v_handle == nullptr) return false;
+    const char* type = TPHandleGetTypeName(v.v_handle);
+    return type != nullptr && std::strcmp(type, Handle<T>::type_name()) == 0;
+  }
+  static Handle<T> Convert(const TPAny& v) noexcept { return Handle<T>::Borrow(v.v_handle); }
+  /*! An undefined handle becomes None. */
+  static void PackResult(Handle<T> value, TPAny* out) noexcept {
+    if (!value) {
+      *out = detail::MakeNone();
+    } else {
+      out->v_handle = value.release();
+      out->type_index = kTPHandle;
+    }
+  }
+  static ArgMode PackArg(const Handle<T>& value, TPAny* out) noexcept {
+    if (!value) {
+      *out = detail::MakeNone();
+    } else {
+      out->v_handle = value.ref();  // lent: the caller's reference outlives the call
+      out->type_index = kTPHandle;
+    }
+    return ArgMode::kBorrowed;
+  }
+};
+
 namespace detail {
 
 [[noreturn]] inline void ThrowCastError(const std::string& expected, const TPAny& got) {
-  TENSORPLUG_THROW(TypeError) << "Any::cast: expected " << expected << ", got " << TypeIndexName(got);
+  TENSORPLUG_THROW(TypeError) << "Any::cast: expected " << expected << ", got " << DescribeValue(got);
 }
 
 /*!

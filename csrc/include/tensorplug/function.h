@@ -318,7 +318,7 @@ template <class T>
 void CheckArg(const CallInfo& info, size_t i, const TPAny& value) {
   if (!TypeCaster<T>::Accepts(value)) {
     TENSORPLUG_THROW(TypeError) << ArgLabel(info, i) << ": expected " << TypeCaster<T>::Expected()
-                                << ", got " << TypeIndexName(value);
+                                << ", got " << DescribeValue(value);
   }
 }
 

@@ -26,7 +26,7 @@ namespace tensorplug {
  * \brief Store `value` under `key`, replacing (and destroying) any value stored before.
  * T is a value kind a function can return: Tensor, Function, std::string (or
  * std::string_view, const char*), an integer, a floating-point number, bool, DLDevice,
- * DLDataType, or Any. TypeError for None and tuples.
+ * DLDataType, a Handle<T> (the storage keeps a reference), or Any. TypeError for None and tuples.
  */
 template <class T>
 void SetStorage(const char* key, T&& value) {

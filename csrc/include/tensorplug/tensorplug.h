@@ -14,6 +14,7 @@
  *               Tensor (owning, reference counted), ArgName
  *   env.h       current streams, Storage
  *   vocabulary.h  the lists of signature kinds, device types, dtypes, error kinds
+ *   handle.h    Handle<T>: typed opaque handles, TENSORPLUG_HANDLE_TYPE
  *   caster.h    TypeCaster<T>: C++ types <-> TPAny (the extension point for new types)
  *   function.h  Any, Function, Function::FromTyped
  *   export.h    TENSORPLUG_EXPORT, TENSORPLUG_REGISTER_GLOBAL
@@ -33,6 +34,7 @@
 #include "tensorplug/caster.h"
 #include "tensorplug/export.h"
 #include "tensorplug/function.h"
+#include "tensorplug/handle.h"
 #include "tensorplug/storage.h"
 #include "tensorplug/tensor.h"
 #include "tensorplug/vocabulary.h"

@@ -117,7 +117,14 @@
   X(Func, "func")         \
   X(Views, "views")       \
   X(MViews, "mviews")     \
-  X(Ints, "ints")
+  X(Ints, "ints")         \
+  X(Handle, "handle") /* "handle<T>": typed, T in the signature (c_api.h, "Signatures") */
+
+/*
+ * The characters of a handle's type name ("mylib.Plan", in "plan:handle<mylib.Plan>"): none
+ * of the signature grammar's separators. A name is one or more of them.
+ */
+#define TP_HANDLE_TYPE_NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:"
 
 /* Result kinds of a signature string: X(Id, "name"). */
 #define TP_RESULT_KINDS(X) \
@@ -133,6 +140,7 @@
   X(Func, "func")          \
   X(Any, "any")            \
   X(List, "list")          \
-  X(Ints, "ints")
+  X(Ints, "ints")          \
+  X(Handle, "handle") /* and "handle<T>" */
 
 #endif /* TENSORPLUG_VOCABULARY_H_ */
