@@ -60,7 +60,7 @@ void* NullPointer() { return nullptr; }
 bool IsNone(std::optional<void*> ptr) { return !ptr.has_value(); }
 
 // A tensor and a handle in one call: x *= plan.n.
-void Scale(tp::TensorView x, PlanHandle plan) {
+void Scale(tp::MutableView x, PlanHandle plan) {
   float* data = x.mutable_data_ptr<float>();
   for (int64_t i = 0; i < x.numel(); ++i) data[i] *= static_cast<float>(plan->n);
 }
