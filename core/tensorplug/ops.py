@@ -22,12 +22,14 @@ from .shapes import RuleError, TensorSpec, compile_returns
 # The signature kinds (csrc/include/tensorplug/vocabulary.h) as an op sees them: each
 # parameter kind is a tensor, a scalar, or one no compiler can trace (tests/test_op.py
 # checks that every kind of the vocabulary is classified). "mview" (a written view) is
-# read as written once the vocabulary has it.
+# read as written once the vocabulary has it. Lists: "views" (read-only tensors; torch
+# Tensor[], jax a run of XLA operands) and "ints" (torch SymInt[], jax an i64 array attribute).
 _PARAM_KINDS = frozenset(_core.VOCABULARY["param_kinds"])
 TENSOR_KINDS = frozenset({"view", "tensor", "mview"}) & _PARAM_KINDS
 WRITTEN_KINDS = frozenset({"mview"}) & _PARAM_KINDS
 SCALAR_KINDS = frozenset({"int", "float", "bool", "str", "device", "dtype"})
-UNTRACEABLE_KINDS = frozenset({"func", "any", "views", "ints"})  # lists: not traced by ops yet (issue 12)
+LIST_KINDS = frozenset({"views", "ints"}) & _PARAM_KINDS
+UNTRACEABLE_KINDS = frozenset({"func", "any"})
 RESULT_KINDS = frozenset({"void", "tensor", "tuple"})
 
 # Python scalar types, resolved when an op is declared (a tracer cannot run the hooks).
@@ -49,6 +51,10 @@ class Param(NamedTuple):
     @property
     def is_tensor(self) -> bool:
         return self.kind in TENSOR_KINDS
+
+    @property
+    def is_tensor_list(self) -> bool:
+        return self.kind == "views"
 
 
 def parse_signature(text: str) -> tuple[tuple[Param, ...], str]:
@@ -101,9 +107,10 @@ class Op:
                                  f"{function.__name__}({', '.join(by_name)})")
         params = tuple(p._replace(written=p.written or p.name in writes) for p in params)
         for p in params:
-            if not p.is_tensor and p.kind not in SCALAR_KINDS:
-                raise ValueError(f"{where}: parameter {p.name!r} is a {p.kind}; operators take tensors, int, "
-                                 "float, bool, str, device and dtype arguments only")
+            if not p.is_tensor and p.kind not in SCALAR_KINDS and p.kind not in LIST_KINDS:
+                raise ValueError(f"{where}: parameter {p.name!r} is a {p.kind}; operators take tensors, lists of "
+                                 "tensors (views), int, float, bool, str, device, dtype and int list (ints) "
+                                 "arguments only")
         if result not in RESULT_KINDS:
             raise ValueError(f"{where}: {function.__name__} returns a {result}; operators return tensors "
                              "(tensor, std::tuple of tensors) or nothing (destination passing)")
