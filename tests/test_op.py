@@ -89,8 +89,8 @@ def test_declarative_expressions(ops):
     (Output(shape=("x.shape[0]", "value + 1"), dtype="x"),
      "returns shape[1]: 'value' in 'value + 1' is not an integer parameter"),
     (Output(shape=("before ** 2",), dtype="x"),
-     "returns shape[0]: 'before ** 2': only integers, integer parameters, x.shape[i], + - * // % and parentheses "
-     "are allowed (use a shape function for the rest)"),
+     "returns shape[0]: 'before ** 2': only integers, integer parameters, x.shape[i], sizes[i], xs[i].shape[j], "
+     "len(xs), + - * // % and parentheses are allowed (use a shape function for the rest)"),
     (Output(shape=("x.shape[before]",), dtype="x"), "returns shape[0]: 'x.shape[before]': a shape index must be an "
      "integer literal"),
     (Output(shape=("before",), dtype="float33"), "returns dtype: 'float33' is neither a parameter nor a dtype name "

@@ -36,6 +36,7 @@ RESULT_KINDS = frozenset({"void", "tensor", "tuple"})
 _SCALAR_TYPES = (int, float, bool, complex, str, type(None))
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*")
 _MISSING = object()
+_LISTS = (list, tuple)
 
 
 class Param(NamedTuple):
@@ -155,12 +156,20 @@ class Op:
         # types resolved beforehand; only a type never seen reaches resolve().
         impls = self._impls
         for arg in args:
+            if type(arg) in _LISTS:  # a views (or ints) argument: its first item decides
+                if not arg:
+                    continue
+                arg = arg[0]
             impl = impls.get(type(arg), _MISSING)
             if impl is _MISSING:
                 impl = self.resolve(type(arg))
             if impl is not None:
                 return impl(*args, **kwargs)
         for arg in kwargs.values():
+            if type(arg) in _LISTS:
+                if not arg:
+                    continue
+                arg = arg[0]
             impl = impls.get(type(arg), _MISSING)
             if impl is _MISSING:
                 impl = self.resolve(type(arg))

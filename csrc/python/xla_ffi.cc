@@ -68,7 +68,8 @@ struct ParamPlan {
 };
 
 struct OpPlan {
-  std::string name;
+  std::string name;  // the plan's key, which calls name in tp_op: "ns::op" or "ns::op/without:...", ...
+  std::string op;    // the op's name, for messages
   TPFunctionHandle func;  // one reference, never released (plans live for the process)
   TPPackedFunc entry;
   void* self;
@@ -239,7 +240,7 @@ int AllocXlaResultImpl(DLTensor* prototype, DLManagedTensorVersioned** out, void
   const OpPlan& plan = *call->plan;
   const int32_t k = call->next_alloc;
   // Messages are built on the error paths only: this runs once per result, per call.
-  auto call_text = [&] { return "op '" + plan.name + "': Tensor::FromEnvAlloc call " + std::to_string(k + 1); };
+  auto call_text = [&] { return "op '" + plan.op + "': Tensor::FromEnvAlloc call " + std::to_string(k + 1); };
   if (k >= plan.n_alloc) {
     return fail("ValueError", call_text() + " (" + ShapeText(prototype->dtype, prototype->ndim, prototype->shape) +
                                     ") is one more than the " + std::to_string(plan.n_alloc) +
@@ -343,7 +344,7 @@ bool ScalarValue(const Scalar* s, int64_t* i, double* d, bool* is_float) {
 // that buffer (FromEnvAlloc), or -- on CPU -- a tensor of its shape, copied into it.
 bool TakeResult(const OpPlan& plan, Rets* rets, DLDevice device, int32_t k, TPAny* value, std::string* error) {
   if (value->type_index != kTPTensor) {
-    *error = "op '" + plan.name + "' returned a non-tensor value where its shape rule declares result " +
+    *error = "op '" + plan.op + "' returned a non-tensor value where its shape rule declares result " +
              std::to_string(k);
     return false;
   }
@@ -355,13 +356,13 @@ bool TakeResult(const OpPlan& plan, Rets* rets, DLDevice device, int32_t k, TPAn
               t.dtype.lanes == 1;
   for (int32_t i = 0; same && i < t.ndim; ++i) same = t.shape[i] == buffer->dims[i];
   if (!same) {
-    *error = "op '" + plan.name + "' returned " + ShapeText(t.dtype, t.ndim, t.shape) + " as result " +
+    *error = "op '" + plan.op + "' returned " + ShapeText(t.dtype, t.ndim, t.shape) + " as result " +
              std::to_string(k) + ", but its shape rule declares " +
              (entry ? ShapeText(entry->dl, buffer->rank, buffer->dims) : std::string("?"));
     return false;
   }
   if (device.device_type != kDLCPU || t.device.device_type != kDLCPU || !IsCompact(t)) {
-    *error = "op '" + plan.name + "' returned result " + std::to_string(k) +
+    *error = "op '" + plan.op + "' returned result " + std::to_string(k) +
              " in memory XLA does not own; allocate results with Tensor::FromEnvAlloc";
     return false;
   }
@@ -376,12 +377,12 @@ bool TakeResult(const OpPlan& plan, Rets* rets, DLDevice device, int32_t k, TPAn
 Error* MismatchError(const Api* api, const OpPlan& plan, const CallFrame* frame) {
   if (frame->args.size != plan.n_inputs || frame->rets.size != plan.n_outputs + plan.n_alloc) {
     return MakeError(api, kErrorInvalidArgument,
-                     "op '" + plan.name + "': XLA passed " + std::to_string(frame->args.size) + " argument(s) and " +
+                     "op '" + plan.op + "': XLA passed " + std::to_string(frame->args.size) + " argument(s) and " +
                          std::to_string(frame->rets.size) + " result(s), expected " + std::to_string(plan.n_inputs) +
                          " and " + std::to_string(plan.n_outputs + plan.n_alloc));
   }
   return MakeError(api, kErrorInvalidArgument,
-                   "op '" + plan.name + "': XLA passed " + std::to_string(frame->attrs.size) +
+                   "op '" + plan.op + "': XLA passed " + std::to_string(frame->attrs.size) +
                        " attribute(s), its plan expects " + std::to_string(plan.n_attrs) +
                        " (tp_op and one per non-None scalar or int list argument)");
 }
@@ -450,7 +451,7 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
                                                                            : frame->rets.rets[i - frame->args.size]);
       if (buffer->rank < 0 || buffer->rank > TP_MAX_NDIM) {
         return MakeError(api, kErrorInvalidArgument,
-                         "op '" + plan.name + "': an XLA buffer has " + std::to_string(buffer->rank) +
+                         "op '" + plan.op + "': an XLA buffer has " + std::to_string(buffer->rank) +
                              " dimensions; tensorplug takes at most " + std::to_string(TP_MAX_NDIM));
       }
     }
@@ -473,7 +474,7 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
   size_t done = 0;  // parameters converted so far (the ones an error releases)
   auto arg_error = [&](const ParamPlan& p, const std::string& what) {
     for (size_t i = 0; i < done; ++i) TPAnyRelease(&args.data[i]);
-    return MakeError(api, kErrorInvalidArgument, plan.name + "() argument '" + p.name + "': " + what);
+    return MakeError(api, kErrorInvalidArgument, plan.op + "() argument '" + p.name + "': " + what);
   };
   auto view_of = [&](const ParamPlan& p, const Buffer* buffer, DLTensor* view) -> bool {
     const DTypeEntry* entry = FromXla(buffer->dtype);
@@ -599,7 +600,7 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
     const char* kind = "RuntimeError";
     const char* message = "unknown error";
     TPErrorGet(&kind, &message);
-    std::string text = plan.name + "(): " + kind + ": " + message;
+    std::string text = plan.op + "(): " + kind + ": " + message;
     ErrorCode code = CodeForKind(kind);
     TPErrorClear();
     return MakeError(api, code, text);
@@ -609,7 +610,7 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
   if (result.type_index == kTPNone) {
     if (plan.n_alloc == 0) return nullptr;  // destination passing: nothing to check or release
     return MakeError(api, kErrorInvalidArgument,
-                     "op '" + plan.name + "' returned 0 tensor(s), but its shape rule declares " +
+                     "op '" + plan.op + "' returned 0 tensor(s), but its shape rule declares " +
                          std::to_string(plan.n_alloc));
   }
   std::string error;
@@ -627,7 +628,7 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
   if (!ok) return MakeError(api, kErrorInvalidArgument, error);
   if (returned != plan.n_alloc) {
     return MakeError(api, kErrorInvalidArgument,
-                     "op '" + plan.name + "' returned " + std::to_string(returned) +
+                     "op '" + plan.op + "' returned " + std::to_string(returned) +
                          " tensor(s), but its shape rule declares " + std::to_string(plan.n_alloc));
   }
   return nullptr;
@@ -683,6 +684,7 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
   }
   auto plan = std::make_unique<OpPlan>();
   plan->name = name;
+  plan->op = plan->name.substr(0, plan->name.find('/'));
   plan->n_inputs = n_inputs;
   plan->n_outputs = n_outputs;
   plan->n_alloc = n_alloc;
