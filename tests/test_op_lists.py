@@ -223,3 +223,14 @@ def test_jax_kernel_error_in_list_op_reaches_python(jax):
     with pytest.raises(Exception, match=r"tplist::weighted_sum\(\): ValueError: weighted_sum: 2 tensors but 1 "
                                         r"weights"):
         jax.block_until_ready(jax.jit(lambda a: ops.weighted_sum([a, a], [1], jnp.zeros_like(a)))(a))
+
+
+def test_jax_vmap_runs_list_ops_per_element(jax):
+    ops = list_ops()
+    jnp = jax.numpy
+    a = jnp.arange(12, dtype=jnp.float32).reshape(3, 4)
+    stacked = jax.vmap(lambda r: ops.stack_scaled([r, r * 2], [1, 3]))(a)
+    an = np.asarray(a)
+    np.testing.assert_array_equal(np.asarray(stacked), np.stack([np.stack([r, 6 * r]) for r in an]))
+    summed = jax.jit(jax.vmap(lambda r: ops.weighted_sum([r, r], [1, 2], jnp.zeros_like(r))))(a)
+    np.testing.assert_array_equal(np.asarray(summed), 3 * an)
