@@ -271,8 +271,10 @@ int AllocXlaResultImpl(DLTensor* prototype, DLManagedTensorVersioned** out, void
   int64_t* strides = call->slot_strides;
   for (int32_t j = 0; j < k; ++j) strides += call->slots[j].dl_tensor.ndim;
   FillStrides(buffer->rank, buffer->dims, strides);
-  *slot = DLManagedTensorVersioned{};
   slot->version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  slot->manager_ctx = nullptr;
+  slot->deleter = nullptr;
+  slot->flags = 0;
   slot->dl_tensor = DLTensor{buffer->data, call->device, prototype->ndim, prototype->dtype, buffer->dims, strides, 0};
   *out = slot;
   call->next_alloc = k + 1;
@@ -488,9 +490,7 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
   for (; done < n; ++done) {
     const ParamPlan& p = plan.params[done];
     TPAny& a = args.data[done];
-    a.type_index = kTPNone;
-    a.flags = 0;
-    a.v_int64 = 0;
+    a = TPAny{};  // kTPNone until a case below says otherwise
     switch (p.source) {
       case Source::kInput:
       case Source::kOutput: {
@@ -622,7 +622,11 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
       ok = TakeResult(plan, &frame->rets, device, k, &result.v_tuple->items[k], &error);
   } else {
     returned = 1;
-    if (plan.n_alloc >= 1) ok = TakeResult(plan, &frame->rets, device, 0, &result, &error);
+    // The common case inline: the kernel returned XLA's buffer, as FromEnvAlloc made it.
+    const bool is_buffer = plan.n_alloc >= 1 && result.type_index == kTPTensor &&
+                           result.v_tensor->dl_tensor.data == static_cast<const Buffer*>(frame->rets.rets[plan.n_outputs])->data &&
+                           result.v_tensor->dl_tensor.byte_offset == 0;
+    if (plan.n_alloc >= 1 && !is_buffer) ok = TakeResult(plan, &frame->rets, device, 0, &result, &error);
   }
   TPAnyRelease(&result);
   if (!ok) return MakeError(api, kErrorInvalidArgument, error);
