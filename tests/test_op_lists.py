@@ -234,3 +234,10 @@ def test_jax_vmap_runs_list_ops_per_element(jax):
     np.testing.assert_array_equal(np.asarray(stacked), np.stack([np.stack([r, 6 * r]) for r in an]))
     summed = jax.jit(jax.vmap(lambda r: ops.weighted_sum([r, r], [1, 2], jnp.zeros_like(r))))(a)
     np.testing.assert_array_equal(np.asarray(summed), 3 * an)
+
+
+def test_jax_int_list_may_be_a_numpy_int_array(jax):
+    ops = list_ops()
+    a = jax.numpy.ones(2, jax.numpy.float32)
+    got = jax.jit(lambda a: ops.filled(a, np.array([3, 1], dtype=np.int32), 0.5))(a)
+    np.testing.assert_array_equal(np.asarray(got), np.full((3, 1), 2.5, np.float32))

@@ -5,8 +5,9 @@ Each op becomes an XLA FFI target named after it, served by the core's compiled 
 
 - tensor arguments are XLA operands; a parameter the kernel writes is an operand aliased to
   a result (jax arrays are immutable: its new value is returned, not written in place);
-- int, float, bool, str and dtype arguments are XLA attributes, so they must be static
-  Python values, not traced ones;
+- a list of tensors (views) is a run of operands, one per tensor, read-only;
+- int, float, bool, str and dtype arguments are XLA attributes, an int list (ints) an i64
+  array attribute, so they must be static Python values, not traced ones;
 - the op's output rule gives the shapes of the tensors the kernel allocates with
   ``Tensor::FromEnvAlloc``; inside the handler that allocator hands out XLA's result
   buffers in order, checked against the rule.
@@ -155,6 +156,8 @@ def _attribute(op, p, value):
     if p.kind == "dtype":
         return dtype_name(value)
     if p.kind == "ints":
+        if isinstance(value, numpy.ndarray) and value.ndim == 1 and value.dtype.kind in "iu":
+            value = value.tolist()
         items = list(value) if isinstance(value, (list, tuple)) else None
         if items is None or any(isinstance(v, (bool, float)) or isinstance(v, jax.core.Tracer) for v in items):
             raise TypeError(f"{op.name}() argument '{p.name}': expected a list of Python ints, got {value!r}")
