@@ -54,7 +54,7 @@ def test_every_signature_kind_is_classified():
     from tensorplug import _core, ops
 
     params, results = set(_core.VOCABULARY["param_kinds"]), set(_core.VOCABULARY["result_kinds"])
-    classified = ops.TENSOR_KINDS | ops.SCALAR_KINDS | ops.UNTRACEABLE_KINDS
+    classified = ops.TENSOR_KINDS | ops.SCALAR_KINDS | ops.LIST_KINDS | ops.UNTRACEABLE_KINDS
     assert classified == params
     assert ops.RESULT_KINDS <= results and ops.WRITTEN_KINDS <= ops.TENSOR_KINDS
 
@@ -89,8 +89,8 @@ def test_declarative_expressions(ops):
     (Output(shape=("x.shape[0]", "value + 1"), dtype="x"),
      "returns shape[1]: 'value' in 'value + 1' is not an integer parameter"),
     (Output(shape=("before ** 2",), dtype="x"),
-     "returns shape[0]: 'before ** 2': only integers, integer parameters, x.shape[i], + - * // % and parentheses "
-     "are allowed (use a shape function for the rest)"),
+     "returns shape[0]: 'before ** 2': only integers, integer parameters, x.shape[i], sizes[i], xs[i].shape[j], "
+     "len(xs), + - * // % and parentheses are allowed (use a shape function for the rest)"),
     (Output(shape=("x.shape[before]",), dtype="x"), "returns shape[0]: 'x.shape[before]': a shape index must be an "
      "integer literal"),
     (Output(shape=("before",), dtype="float33"), "returns dtype: 'float33' is neither a parameter nor a dtype name "
@@ -138,8 +138,8 @@ def test_declaration_errors(ops):
 def test_kinds_no_compiler_can_trace_are_refused(kernels):
     # examples/kernels: apply(f: func, v: int) -> int, describe(x) -> str
     with pytest.raises(ValueError, match=r"^tensorplug.op\('tptest_rules::apply'\): parameter 'f' is a func; "
-                                         r"operators take tensors, int, float, bool, str, device and dtype arguments "
-                                         r"only$"):
+                                         r"operators take tensors, lists of tensors \(views\), int, float, bool, str, "
+                                         r"device, dtype and int list \(ints\) arguments only$"):
         tensorplug.op("tptest_rules::apply", kernels.apply)
     with pytest.raises(ValueError, match=r"^tensorplug.op\('tptest_rules::describe'\): describe returns a str; "
                                          r"operators return tensors \(tensor, std::tuple of tensors\) or nothing "

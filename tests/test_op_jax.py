@@ -354,7 +354,7 @@ def test_xla_ffi_declarations_match_jax_headers(tmp_path):
     pairs = {  # ours: theirs
         "ExtensionBase": "XLA_FFI_Extension_Base", "ApiVersion": "XLA_FFI_Api_Version",
         "ErrorCreateArgs": "XLA_FFI_Error_Create_Args", "Buffer": "XLA_FFI_Buffer", "ByteSpan": "XLA_FFI_ByteSpan",
-        "Scalar": "XLA_FFI_Scalar", "Args": "XLA_FFI_Args", "Rets": "XLA_FFI_Rets", "Attrs": "XLA_FFI_Attrs",
+        "Scalar": "XLA_FFI_Scalar", "Array": "XLA_FFI_Array", "Args": "XLA_FFI_Args", "Rets": "XLA_FFI_Rets", "Attrs": "XLA_FFI_Attrs",
         "MetadataExtension": "XLA_FFI_Metadata_Extension", "StreamGetArgs": "XLA_FFI_Stream_Get_Args",
         "DeviceOrdinalGetArgs": "XLA_FFI_DeviceOrdinal_Get_Args",
     }
@@ -378,6 +378,8 @@ def test_xla_ffi_declarations_match_jax_headers(tmp_path):
         lines.append(f'static_assert(int({ours}) == int(XLA_FFI_DataType_{theirs}), "{ours}");')
     lines.append('static_assert(int(kAttrString) == int(XLA_FFI_AttrType_STRING), "string");')
     lines.append('static_assert(int(kAttrScalar) == int(XLA_FFI_AttrType_SCALAR), "scalar");')
+    lines.append('static_assert(int(kAttrArray) == int(XLA_FFI_AttrType_ARRAY), "array");')
+    lines.append('static_assert(offsetof(Array, data) == offsetof(XLA_FFI_Array, data), "Array.data");')
     lines.append('static_assert(int(kExtensionMetadata) == int(XLA_FFI_Extension_Metadata), "metadata");')
     lines.append('static_assert(int(kExecute) == int(XLA_FFI_ExecutionStage_EXECUTE), "execute");')
     source = tmp_path / "layout.cc"

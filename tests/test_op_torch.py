@@ -65,7 +65,7 @@ def test_every_traceable_kind_has_a_schema_type():
     from tensorplug import ops as tp_ops
     from tensorplug_adapters import torch_compile
 
-    assert set(torch_compile._SCHEMA_TYPES) >= tp_ops.TENSOR_KINDS | tp_ops.SCALAR_KINDS
+    assert set(torch_compile._SCHEMA_TYPES) >= tp_ops.TENSOR_KINDS | tp_ops.SCALAR_KINDS | tp_ops.LIST_KINDS
 
 
 def test_eager_calls_equal_the_kernel_function(ops):

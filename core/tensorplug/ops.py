@@ -22,19 +22,23 @@ from .shapes import RuleError, TensorSpec, compile_returns
 # The signature kinds (csrc/include/tensorplug/vocabulary.h) as an op sees them: each
 # parameter kind is a tensor, a scalar, or one no compiler can trace (tests/test_op.py
 # checks that every kind of the vocabulary is classified). "mview" (a tensorplug::MutableView
-# parameter) is a tensor the kernel writes.
+# parameter) is a tensor the kernel writes. Lists: "views" (read-only tensors; torch
+# Tensor[], jax a run of XLA operands) and "ints" (torch SymInt[], jax an i64 array attribute).
 _PARAM_KINDS = frozenset(_core.VOCABULARY["param_kinds"])
 TENSOR_KINDS = frozenset({"view", "tensor", "mview"})
 WRITTEN_KINDS = frozenset({"mview"})
 SCALAR_KINDS = frozenset({"int", "float", "bool", "str", "device", "dtype"})
-# lists: not traced by ops yet (issue 12); handles: state no compiler can see into.
-UNTRACEABLE_KINDS = frozenset({"func", "any", "views", "mviews", "ints", "handle"})
+LIST_KINDS = frozenset({"views", "ints"}) & _PARAM_KINDS
+# A written list ("mviews") has no torch schema or jax form yet (docs/decisions.md); handles
+# are state no compiler can see into.
+UNTRACEABLE_KINDS = frozenset({"func", "any", "mviews", "handle"})
 RESULT_KINDS = frozenset({"void", "tensor", "tuple"})
 
 # Python scalar types, resolved when an op is declared (a tracer cannot run the hooks).
 _SCALAR_TYPES = (int, float, bool, complex, str, type(None))
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*")
 _MISSING = object()
+_LISTS = (list, tuple)
 
 
 class Param(NamedTuple):
@@ -50,6 +54,10 @@ class Param(NamedTuple):
     @property
     def is_tensor(self) -> bool:
         return self.kind in TENSOR_KINDS
+
+    @property
+    def is_tensor_list(self) -> bool:
+        return self.kind == "views"
 
 
 def parse_signature(text: str) -> tuple[tuple[Param, ...], str]:
@@ -95,9 +103,10 @@ class Op:
         params, result = parse_signature(text)
         params = _declare_writes(where, function.__name__, params, writes)
         for p in params:
-            if not p.is_tensor and p.kind not in SCALAR_KINDS:
-                raise ValueError(f"{where}: parameter {p.name!r} is a {p.kind}; operators take tensors, int, "
-                                 "float, bool, str, device and dtype arguments only")
+            if not p.is_tensor and p.kind not in SCALAR_KINDS and p.kind not in LIST_KINDS:
+                raise ValueError(f"{where}: parameter {p.name!r} is a {p.kind}; operators take tensors, lists of "
+                                 "tensors (views), int, float, bool, str, device, dtype and int list (ints) "
+                                 "arguments only")
         if result not in RESULT_KINDS:
             raise ValueError(f"{where}: {function.__name__} returns a {result}; operators return tensors "
                              "(tensor, std::tuple of tensors) or nothing (destination passing)")
@@ -143,12 +152,20 @@ class Op:
         # types resolved beforehand; only a type never seen reaches resolve().
         impls = self._impls
         for arg in args:
+            if type(arg) in _LISTS:  # a views (or ints) argument: its first item decides
+                if not arg:
+                    continue
+                arg = arg[0]
             impl = impls.get(type(arg), _MISSING)
             if impl is _MISSING:
                 impl = self.resolve(type(arg))
             if impl is not None:
                 return impl(*args, **kwargs)
         for arg in kwargs.values():
+            if type(arg) in _LISTS:
+                if not arg:
+                    continue
+                arg = arg[0]
             impl = impls.get(type(arg), _MISSING)
             if impl is _MISSING:
                 impl = self.resolve(type(arg))

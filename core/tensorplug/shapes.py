@@ -9,7 +9,9 @@ knowledge as ``returns=``:
 - ``tensorplug.like("x")``: one tensor with the shape, dtype and device of argument ``x``;
 - ``tensorplug.Output(shape, dtype, device=None)``: a declared tensor, its shape built from
   argument dimensions and integer arguments (``("a.shape[0]", "b.shape[1]")``,
-  ``("n",)``, ``("(x.shape[-1] + 2 * pad - k) // stride + 1",)``);
+  ``("n",)``, ``("(x.shape[-1] + 2 * pad - k) // stride + 1",)``), or taken from an int
+  list argument (``shape="sizes"``), with items of int lists (``"sizes[0]"``), shapes of
+  the tensors in a list (``"xs[0].shape[1]"``) and list lengths (``"len(xs)"``);
 - a Python function for the rest: called with the kernel's arguments by name, tensors as
   :class:`tensorplug.TensorSpec`, it returns the output's TensorSpec;
 - a tuple of those, one per tensor, for a kernel returning a ``std::tuple`` of tensors.
@@ -55,14 +57,17 @@ def dtype_name(dtype) -> str:
 class Output:
     """The rule for one tensor an allocating kernel returns.
 
-    ``shape``: the name of a tensor argument (the same shape), or a sequence with one item
-    per dimension, each an int or an expression over the kernel's parameters:
-    integer parameters by name (``"n"``), dimensions of tensor parameters
-    (``"x.shape[0]"``, ``"x.shape[-1]"``), integer literals, ``+ - * // %`` and
-    parentheses.
+    ``shape``: the name of a tensor argument (the same shape), of an int list (``ints``)
+    argument (its values), or a sequence with one item per dimension, each an int or an
+    expression over the kernel's parameters: integer parameters by name (``"n"``),
+    dimensions of tensor parameters (``"x.shape[0]"``, ``"x.shape[-1]"``), items of int
+    list parameters (``"sizes[1]"``), dimensions of the tensors of a tensor list (views)
+    parameter (``"xs[0].shape[0]"``), the length of either list (``"len(xs)"``), integer
+    literals, ``+ - * // %`` and parentheses.
 
-    ``dtype``: the name of a tensor argument (its dtype), of a dtype argument (its value),
-    or a fixed dtype name (``"float32"``).
+    ``dtype``: the name of a tensor argument (its dtype), of a tensor list argument (the
+    dtype of its first tensor), of a dtype argument (its value), or a fixed dtype name
+    (``"float32"``).
 
     ``device``: None (the device of the primary tensor: the first tensor argument on a
     device other than the CPU, else the first tensor argument, else the CPU; the rule
@@ -119,7 +124,7 @@ def _compile_one(rule, params, where: str):
 
 
 def _python_rule(fn, params):
-    tensors = [p.name for p in params if p.is_tensor]
+    tensors = [p.name for p in params if p.is_tensor or p.kind == "views"]
 
     def rule(bound):
         item = fn(**bound)
@@ -135,18 +140,19 @@ def _python_rule(fn, params):
 def _primary_device(bound, tensors) -> Device:
     first = None
     for name in tensors:
-        spec = bound.get(name)
-        if spec is None:
-            continue
-        if spec.device.type != "cpu":
-            return spec.device
-        first = first or spec.device
+        value = bound.get(name)
+        for spec in (value if isinstance(value, list) else (value,)):  # a views list (adapters pass lists)
+            if spec is None:
+                continue
+            if spec.device.type != "cpu":
+                return spec.device
+            first = first or spec.device
     return first or _CPU
 
 
 def _compile_output(out: Output, params, where: str):
     by_name = {p.name: p for p in params}
-    tensors = [p.name for p in params if p.is_tensor]
+    tensors = [p.name for p in params if p.is_tensor or p.kind == "views"]
 
     def tensor_param(name, what):
         p = by_name.get(name)
@@ -156,7 +162,12 @@ def _compile_output(out: Output, params, where: str):
         return name
 
     # shape
-    if isinstance(out.shape, str):
+    if isinstance(out.shape, str) and getattr(by_name.get(out.shape), "kind", None) == "ints":
+        src = out.shape
+        if by_name[src].optional:
+            raise RuleError(f"{where} shape: {src!r} is an optional int list; a shape cannot be None")
+        shape = lambda bound: tuple(bound[src])  # noqa: E731
+    elif isinstance(out.shape, str):
         src = tensor_param(out.shape, "shape")
         shape = lambda bound: tuple(bound[src].shape)  # noqa: E731
     elif isinstance(out.shape, (tuple, list)):
@@ -178,6 +189,13 @@ def _compile_dtype(rule, by_name, where: str):
     p = by_name.get(rule)
     if p is not None and p.is_tensor:
         return lambda bound: bound[rule].dtype
+    if p is not None and p.kind == "views":
+        def first_dtype(bound):
+            items = bound[rule]
+            if not items:
+                raise ValueError(f"dtype from {rule!r}: the list is empty")
+            return items[0].dtype
+        return first_dtype
     if p is not None and p.kind == "dtype":
         return lambda bound: dtype_name(bound[rule])
     if p is not None:
@@ -238,6 +256,28 @@ def _compile_dim(dim, by_name, where: str):
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             inner = build(node.operand)
             return lambda bound: -inner(bound)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len"
+                and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Name)):
+            name = node.args[0].id
+            p = by_name.get(name)
+            if p is None or p.kind not in ("views", "ints") or p.optional:
+                raise RuleError(f"{where}: len({name}) in {dim!r}: {name!r} is not a (non-optional) list parameter")
+            return lambda bound: len(bound[name])
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            name = node.value.id
+            p = by_name.get(name)
+            if p is None or p.kind != "ints" or p.optional:
+                raise RuleError(f"{where}: {name!r} in {dim!r} is not a (non-optional) int list parameter")
+            index = build_index(node.slice)
+            return lambda bound: bound[name][index]
+        if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape"
+                and isinstance(node.value.value, ast.Subscript) and isinstance(node.value.value.value, ast.Name)):
+            name = node.value.value.value.id
+            p = by_name.get(name)
+            if p is None or p.kind != "views" or p.optional:
+                raise RuleError(f"{where}: {name!r} in {dim!r} is not a (non-optional) tensor list parameter")
+            item, index = build_index(node.value.value.slice), build_index(node.slice)
+            return lambda bound: bound[name][item].shape[index]
         if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
                 and node.value.attr == "shape" and isinstance(node.value.value, ast.Name)):
             name = node.value.value.id
@@ -246,8 +286,9 @@ def _compile_dim(dim, by_name, where: str):
                 raise RuleError(f"{where}: {name!r} in {dim!r} is not a (non-optional) tensor parameter")
             index = build_index(node.slice)
             return lambda bound: bound[name].shape[index]
-        raise RuleError(f"{where}: {dim!r}: only integers, integer parameters, x.shape[i], + - * // % and "
-                        "parentheses are allowed (use a shape function for the rest)")
+        raise RuleError(f"{where}: {dim!r}: only integers, integer parameters, x.shape[i], sizes[i], "
+                        "xs[i].shape[j], len(xs), + - * // % and parentheses are allowed (use a shape function for "
+                        "the rest)")
 
     def build_index(node):
         if isinstance(node, ast.Constant) and isinstance(node.value, int):

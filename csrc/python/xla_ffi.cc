@@ -12,6 +12,7 @@
 // Over 500 lines: the plan registry, the per-call conversion and the handler's error
 // reporting share the plan's layout and are read together; the XLA types are apart in
 // xla_ffi_api.h.
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstring>
@@ -51,20 +52,24 @@ using xla_ffi::Scalar;
 enum class Source : int32_t {
   kInput = 0,   // XLA argument buffer `index`, read-only
   kOutput = 1,  // XLA result buffer `index` (a written parameter; aliased to its input)
-  kAttr = 2,    // attribute `attr`; absent means None (optional parameters only)
+  kAttr = 2,    // attribute `attr` (at `attr_slot` of the call's attributes, which XLA sorts by name)
   kNone = 3,    // always None
+  kInputs = 4,  // XLA argument buffers index .. index + count - 1, as one list (views), read-only
 };
 
 struct ParamPlan {
   Source source;
   int32_t index;
+  int32_t count;      // kInputs: the list's length
+  int32_t kind;       // the TPTypeIndex the function takes: view, tensor, int, float, bool, str, dtype, ints, views
+  int32_t attr_slot;  // kAttr: the attribute's position among the call's attributes
   std::string attr;
-  int32_t kind;  // the TPTypeIndex the function takes: view, tensor, int, float, bool, str, dtype
   std::string name;
 };
 
 struct OpPlan {
-  std::string name;
+  std::string name;  // the plan's key, which calls name in tp_op: "ns::op" or "ns::op/without:...", ...
+  std::string op;    // the op's name, for messages
   TPFunctionHandle func;  // one reference, never released (plans live for the process)
   TPPackedFunc entry;
   void* self;
@@ -73,6 +78,9 @@ struct OpPlan {
   int32_t n_outputs;  // results that are written parameters (first in XLA's results)
   int32_t n_alloc;    // results the function allocates with FromEnvAlloc (after them)
   int32_t n_strings;  // str and dtype parameters
+  int32_t n_attrs;    // attributes of every call: one per kAttr parameter, and tp_op
+  int32_t tp_slot;    // the position of tp_op among them
+  int32_t n_items;    // tensors in views lists, all lists together
 };
 
 // Plans never die: XLA executables compiled against a plan may run until the process ends.
@@ -86,18 +94,46 @@ std::unordered_map<std::string_view, OpPlan*>& Plans() {
 // Bumped by every definition: invalidates the per-thread caches below.
 std::atomic<uint64_t> g_plans_generation{1};
 
-// The plan named `name`. Each XLA thread remembers the last plan it ran (calls in a loop
-// run one op after another), which saves the lock and the hash (about 40 ns a call).
-const OpPlan* FindPlan(std::string_view name) {
+// Inlined where `len` is a constant (the compiler then compares words, not bytes).
+inline bool SpanEquals(const ByteSpan* span, const char* text, size_t len) {
+  return span->len == len && std::memcmp(span->ptr, text, len) == 0;
+}
+
+const void* FindAttr(const Attrs& attrs, std::string_view name, AttrType* type) {
+  for (int64_t i = 0; i < attrs.size; ++i) {
+    if (SpanEquals(attrs.names[i], name.data(), name.size())) {
+      *type = attrs.types[i];
+      return attrs.attrs[i];
+    }
+  }
+  return nullptr;
+}
+
+// The plan a call names in its tp_op attribute, or nullptr (then *op_name is the name
+// asked for, or nullptr when the call has no tp_op). Each XLA thread remembers the last
+// plan it ran and tries it first, at the position that plan gives tp_op (calls in a loop
+// run one op after another): no search, no lock, no hash.
+const OpPlan* PlanOf(const Attrs& attrs, const ByteSpan** op_name) {
   struct LastPlan {
     uint64_t generation;
     const OpPlan* plan;
   };
   thread_local LastPlan last __attribute__((tls_model("initial-exec"))) = {0, nullptr};
   const uint64_t generation = g_plans_generation.load(std::memory_order_acquire);
-  if (last.generation == generation && last.plan->name == name) return last.plan;
+  if (last.generation == generation) {
+    const OpPlan* plan = last.plan;
+    const int64_t slot = plan->tp_slot;
+    if (slot < attrs.size && attrs.types[slot] == kAttrString && SpanEquals(attrs.names[slot], "tp_op", 5)) {
+      const auto* value = static_cast<const ByteSpan*>(attrs.attrs[slot]);
+      if (value->len == plan->name.size() && std::memcmp(value->ptr, plan->name.data(), value->len) == 0) return plan;
+    }
+  }
+  AttrType type;
+  const auto* name = static_cast<const ByteSpan*>(FindAttr(attrs, "tp_op", &type));
+  *op_name = name != nullptr && type == kAttrString ? name : nullptr;
+  if (*op_name == nullptr) return nullptr;
   std::shared_lock lock(g_plans_mutex);
-  auto it = Plans().find(name);
+  auto it = Plans().find(std::string_view(name->ptr, name->len));
   if (it == Plans().end()) return nullptr;
   last = LastPlan{generation, it->second};
   return it->second;
@@ -117,14 +153,18 @@ constexpr DTypeEntry kDTypes[] = {
     {kBF16, {kDLBfloat, 16, 1}}, {kC64, {kDLComplex, 64, 1}},  {kC128, {kDLComplex, 128, 1}},
 };
 
-const DTypeEntry* FromXla(DataType dtype) {
-  // Direct index: XLA's element type codes are small (a call converts every buffer).
-  static const auto kByCode = [] {
-    std::array<const DTypeEntry*, 32> table{};
-    for (const auto& entry : kDTypes) table[entry.xla] = &entry;
-    return table;
-  }();
-  return static_cast<uint32_t>(dtype) < kByCode.size() ? kByCode[dtype] : nullptr;
+// Direct index by XLA's element type code (small numbers), built at compile time: a call
+// converts every buffer.
+struct DTypeTable {
+  const DTypeEntry* by_code[32];
+  constexpr DTypeTable() : by_code{} {
+    for (const auto& entry : kDTypes) by_code[entry.xla] = &entry;
+  }
+};
+constexpr DTypeTable kByCode{};
+
+inline const DTypeEntry* FromXla(DataType dtype) {
+  return static_cast<uint32_t>(dtype) < 32 ? kByCode.by_code[dtype] : nullptr;
 }
 
 std::string ShapeText(DLDataType dtype, int64_t ndim, const int64_t* shape) {
@@ -200,7 +240,7 @@ int AllocXlaResultImpl(DLTensor* prototype, DLManagedTensorVersioned** out, void
   const OpPlan& plan = *call->plan;
   const int32_t k = call->next_alloc;
   // Messages are built on the error paths only: this runs once per result, per call.
-  auto call_text = [&] { return "op '" + plan.name + "': Tensor::FromEnvAlloc call " + std::to_string(k + 1); };
+  auto call_text = [&] { return "op '" + plan.op + "': Tensor::FromEnvAlloc call " + std::to_string(k + 1); };
   if (k >= plan.n_alloc) {
     return fail("ValueError", call_text() + " (" + ShapeText(prototype->dtype, prototype->ndim, prototype->shape) +
                                     ") is one more than the " + std::to_string(plan.n_alloc) +
@@ -231,8 +271,10 @@ int AllocXlaResultImpl(DLTensor* prototype, DLManagedTensorVersioned** out, void
   int64_t* strides = call->slot_strides;
   for (int32_t j = 0; j < k; ++j) strides += call->slots[j].dl_tensor.ndim;
   FillStrides(buffer->rank, buffer->dims, strides);
-  *slot = DLManagedTensorVersioned{};
   slot->version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  slot->manager_ctx = nullptr;
+  slot->deleter = nullptr;
+  slot->flags = 0;
   slot->dl_tensor = DLTensor{buffer->data, call->device, prototype->ndim, prototype->dtype, buffer->dims, strides, 0};
   *out = slot;
   call->next_alloc = k + 1;
@@ -281,26 +323,6 @@ struct FrameArray {
   explicit FrameArray(size_t n) : data(n <= kInline ? inline_items : (heap.reset(new T[n]), heap.get())) {}
 };
 
-// A view of XLA buffer `buffer` with compact strides written to `strides`.
-bool ViewOf(const Buffer* buffer, DLDevice device, int64_t* strides, DLTensor* out) {
-  const DTypeEntry* entry = FromXla(buffer->dtype);
-  if (entry == nullptr) return false;
-  FillStrides(buffer->rank, buffer->dims, strides);
-  *out = DLTensor{buffer->data, device, static_cast<int32_t>(buffer->rank), entry->dl, buffer->dims, strides, 0};
-  return true;
-}
-
-const void* FindAttr(const Attrs& attrs, std::string_view name, AttrType* type) {
-  for (int64_t i = 0; i < attrs.size; ++i) {
-    const ByteSpan* n = attrs.names[i];
-    if (n->len == name.size() && std::memcmp(n->ptr, name.data(), n->len) == 0) {
-      *type = attrs.types[i];
-      return attrs.attrs[i];
-    }
-  }
-  return nullptr;
-}
-
 // The value of a scalar attribute as int64/double; false for non-numeric element types.
 bool ScalarValue(const Scalar* s, int64_t* i, double* d, bool* is_float) {
   *is_float = false;
@@ -324,7 +346,7 @@ bool ScalarValue(const Scalar* s, int64_t* i, double* d, bool* is_float) {
 // that buffer (FromEnvAlloc), or -- on CPU -- a tensor of its shape, copied into it.
 bool TakeResult(const OpPlan& plan, Rets* rets, DLDevice device, int32_t k, TPAny* value, std::string* error) {
   if (value->type_index != kTPTensor) {
-    *error = "op '" + plan.name + "' returned a non-tensor value where its shape rule declares result " +
+    *error = "op '" + plan.op + "' returned a non-tensor value where its shape rule declares result " +
              std::to_string(k);
     return false;
   }
@@ -336,13 +358,13 @@ bool TakeResult(const OpPlan& plan, Rets* rets, DLDevice device, int32_t k, TPAn
               t.dtype.lanes == 1;
   for (int32_t i = 0; same && i < t.ndim; ++i) same = t.shape[i] == buffer->dims[i];
   if (!same) {
-    *error = "op '" + plan.name + "' returned " + ShapeText(t.dtype, t.ndim, t.shape) + " as result " +
+    *error = "op '" + plan.op + "' returned " + ShapeText(t.dtype, t.ndim, t.shape) + " as result " +
              std::to_string(k) + ", but its shape rule declares " +
              (entry ? ShapeText(entry->dl, buffer->rank, buffer->dims) : std::string("?"));
     return false;
   }
   if (device.device_type != kDLCPU || t.device.device_type != kDLCPU || !IsCompact(t)) {
-    *error = "op '" + plan.name + "' returned result " + std::to_string(k) +
+    *error = "op '" + plan.op + "' returned result " + std::to_string(k) +
              " in memory XLA does not own; allocate results with Tensor::FromEnvAlloc";
     return false;
   }
@@ -351,6 +373,20 @@ bool TakeResult(const OpPlan& plan, Rets* rets, DLDevice device, int32_t k, TPAn
   std::memcpy(buffer->data, static_cast<const char*>(t.data) + t.byte_offset,
               static_cast<size_t>(numel) * ((t.dtype.bits + 7) / 8));
   return true;
+}
+
+// The error for an XLA call whose buffers or attributes do not match the plan.
+Error* MismatchError(const Api* api, const OpPlan& plan, const CallFrame* frame) {
+  if (frame->args.size != plan.n_inputs || frame->rets.size != plan.n_outputs + plan.n_alloc) {
+    return MakeError(api, kErrorInvalidArgument,
+                     "op '" + plan.op + "': XLA passed " + std::to_string(frame->args.size) + " argument(s) and " +
+                         std::to_string(frame->rets.size) + " result(s), expected " + std::to_string(plan.n_inputs) +
+                         " and " + std::to_string(plan.n_outputs + plan.n_alloc));
+  }
+  return MakeError(api, kErrorInvalidArgument,
+                   "op '" + plan.op + "': XLA passed " + std::to_string(frame->attrs.size) +
+                       " attribute(s), its plan expects " + std::to_string(plan.n_attrs) +
+                       " (tp_op and one per non-None scalar or int list argument)");
 }
 
 Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
@@ -368,24 +404,21 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
   }
   if (frame->stage != kExecute) return nullptr;
 
-  AttrType type;
-  const auto* op_name = static_cast<const ByteSpan*>(FindAttr(frame->attrs, "tp_op", &type));
-  if (op_name == nullptr || type != kAttrString) {
-    return MakeError(api, kErrorInvalidArgument, "tensorplug XLA handler called without its 'tp_op' attribute");
-  }
-  const OpPlan* plan_ptr = FindPlan(std::string_view(op_name->ptr, op_name->len));
+  const ByteSpan* op_name = nullptr;
+  const OpPlan* plan_ptr = PlanOf(frame->attrs, &op_name);
   if (plan_ptr == nullptr) {
+    if (op_name == nullptr) {
+      return MakeError(api, kErrorInvalidArgument, "tensorplug XLA handler called without its 'tp_op' attribute");
+    }
     return MakeError(api, kErrorNotFound,
                      "tensorplug op '" + std::string(op_name->ptr, op_name->len) +
                          "' is not defined in this process (define it with tensorplug.op before running the "
                          "computation)");
   }
   const OpPlan& plan = *plan_ptr;
-  if (frame->args.size != plan.n_inputs || frame->rets.size != plan.n_outputs + plan.n_alloc) {
-    return MakeError(api, kErrorInvalidArgument,
-                     "op '" + plan.name + "': XLA passed " + std::to_string(frame->args.size) + " argument(s) and " +
-                         std::to_string(frame->rets.size) + " result(s), expected " + std::to_string(plan.n_inputs) +
-                         " and " + std::to_string(plan.n_outputs + plan.n_alloc));
+  if (frame->args.size != plan.n_inputs || frame->rets.size != plan.n_outputs + plan.n_alloc ||
+      frame->attrs.size != plan.n_attrs) {
+    return MismatchError(api, plan, frame);
   }
 
   DLDevice device{device_type, 0};
@@ -401,48 +434,72 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
     stream = args.stream;
   }
 
-  // Arguments: views of XLA's buffers (written parameters writable), attribute values.
-  for (int64_t i = 0; i < frame->args.size + frame->rets.size; ++i) {
-    const auto* buffer = static_cast<const Buffer*>(i < frame->args.size ? frame->args.args[i]
-                                                                         : frame->rets.rets[i - frame->args.size]);
-    if (buffer->rank < 0 || buffer->rank > TP_MAX_NDIM) {
-      return MakeError(api, kErrorInvalidArgument, "op '" + plan.name + "': an XLA buffer has " +
-                                                       std::to_string(buffer->rank) + " dimensions; tensorplug takes at most " +
-                                                       std::to_string(TP_MAX_NDIM));
+  // Every buffer's rank, checked once; their sum sizes the strides below.
+  uint64_t total_rank = 0;
+  bool ranks_ok = true;
+  for (int64_t i = 0; i < frame->args.size; ++i) {
+    const uint64_t rank = static_cast<uint64_t>(static_cast<const Buffer*>(frame->args.args[i])->rank);
+    ranks_ok &= rank <= TP_MAX_NDIM;
+    total_rank += rank;
+  }
+  for (int64_t i = 0; i < frame->rets.size; ++i) {
+    const uint64_t rank = static_cast<uint64_t>(static_cast<const Buffer*>(frame->rets.rets[i])->rank);
+    ranks_ok &= rank <= TP_MAX_NDIM;
+    total_rank += rank;
+  }
+  if (!ranks_ok) {
+    for (int64_t i = 0; i < frame->args.size + frame->rets.size; ++i) {
+      const auto* buffer = static_cast<const Buffer*>(i < frame->args.size ? frame->args.args[i]
+                                                                           : frame->rets.rets[i - frame->args.size]);
+      if (buffer->rank < 0 || buffer->rank > TP_MAX_NDIM) {
+        return MakeError(api, kErrorInvalidArgument,
+                         "op '" + plan.op + "': an XLA buffer has " + std::to_string(buffer->rank) +
+                             " dimensions; tensorplug takes at most " + std::to_string(TP_MAX_NDIM));
+      }
     }
   }
+
+  // Arguments: views of XLA's buffers (written parameters writable), attribute values. Each
+  // parameter's TPAny is written exactly once below, so none is cleared ahead.
   const size_t n = plan.params.size();
-  size_t total_rank = 0;
-  for (int64_t i = 0; i < frame->args.size; ++i) total_rank += static_cast<const Buffer*>(frame->args.args[i])->rank;
-  for (int64_t i = 0; i < frame->rets.size; ++i) total_rank += static_cast<const Buffer*>(frame->rets.rets[i])->rank;
   FrameArray<TPAny, 16> args(n);
-  FrameArray<DLTensor, 16> views(n);
+  FrameArray<DLTensor, 16> views(n + static_cast<size_t>(plan.n_items));  // one per tensor, then list items
+  FrameArray<TPAny, 16> items(static_cast<size_t>(plan.n_items));         // views lists' items
   FrameArray<int64_t, 64> strides(2 * total_rank + 1);  // views (at most every buffer), then result slots
   FrameArray<DLManagedTensorVersioned, 4> slots(static_cast<size_t>(plan.n_alloc));
+  FrameArray<TPArray, 16> lists(n);        // views arguments (by parameter)
+  FrameArray<TPIntArray, 16> int_arrays(n);  // ints arguments (by parameter)
   std::vector<std::string> strings;  // str and dtype attributes, NUL-terminated (stable: reserved)
   if (plan.n_strings > 0) strings.reserve(plan.n_strings);
-  for (size_t i = 0; i < n; ++i) args.data[i] = TPAny{};
   size_t strides_used = 0;
-  auto release_args = [&] {
-    for (size_t i = 0; i < n; ++i) TPAnyRelease(&args.data[i]);
-  };
+  size_t items_used = 0;
+  size_t done = 0;  // parameters converted so far (the ones an error releases)
   auto arg_error = [&](const ParamPlan& p, const std::string& what) {
-    release_args();
-    return MakeError(api, kErrorInvalidArgument, plan.name + "() argument '" + p.name + "': " + what);
+    for (size_t i = 0; i < done; ++i) TPAnyRelease(&args.data[i]);
+    return MakeError(api, kErrorInvalidArgument, plan.op + "() argument '" + p.name + "': " + what);
   };
-  for (size_t i = 0; i < n; ++i) {
-    const ParamPlan& p = plan.params[i];
-    TPAny& a = args.data[i];
+  auto view_of = [&](const ParamPlan& p, const Buffer* buffer, DLTensor* view) -> bool {
+    const DTypeEntry* entry = FromXla(buffer->dtype);
+    if (entry == nullptr) return false;
+    int64_t* s = strides.data + strides_used;
+    FillStrides(buffer->rank, buffer->dims, s);
+    strides_used += static_cast<size_t>(buffer->rank);
+    *view = DLTensor{buffer->data, device, static_cast<int32_t>(buffer->rank), entry->dl, buffer->dims, s, 0};
+    return true;
+  };
+  for (; done < n; ++done) {
+    const ParamPlan& p = plan.params[done];
+    TPAny& a = args.data[done];
+    a = TPAny{};  // kTPNone until a case below says otherwise
     switch (p.source) {
       case Source::kInput:
       case Source::kOutput: {
         const bool written = p.source == Source::kOutput;
         const Buffer* buffer = static_cast<const Buffer*>(written ? frame->rets.rets[p.index] : frame->args.args[p.index]);
-        DLTensor& view = views.data[i];
-        if (!ViewOf(buffer, device, strides.data + strides_used, &view)) {
+        DLTensor& view = views.data[done];
+        if (!view_of(p, buffer, &view)) {
           return arg_error(p, "XLA element type " + std::to_string(buffer->dtype) + " has no DLPack equivalent");
         }
-        strides_used += buffer->rank;
         if (p.kind == kTPTensor) {
           DLManagedTensorVersioned* managed = DescribeWithoutOwning(view, written ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY);
           if (managed == nullptr) return arg_error(p, "out of memory");
@@ -455,9 +512,37 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
         }
         break;
       }
+      case Source::kInputs: {
+        TPAny* list = items.data + items_used;
+        for (int32_t j = 0; j < p.count; ++j) {
+          const Buffer* buffer = static_cast<const Buffer*>(frame->args.args[p.index + j]);
+          DLTensor& view = views.data[n + items_used + j];
+          if (!view_of(p, buffer, &view)) {
+            return arg_error(p, "item " + std::to_string(j) + ": XLA element type " + std::to_string(buffer->dtype) +
+                                    " has no DLPack equivalent");
+          }
+          list[j].type_index = kTPDLTensorPtr;
+          list[j].flags = TP_ANY_FLAG_READ_ONLY;
+          list[j].v_dltensor = &view;
+        }
+        items_used += static_cast<size_t>(p.count);
+        lists.data[done] = TPArray{p.count, list};
+        a.type_index = kTPArray;
+        a.v_array = &lists.data[done];
+        break;
+      }
       case Source::kAttr: {
-        const void* value = FindAttr(frame->attrs, p.attr, &type);
-        if (value == nullptr) break;  // None (the Python side omits None attributes)
+        // XLA sorts attributes by name: the plan knows where each one is. Its name is
+        // checked by length, first and last byte (the call has exactly the plan's number of
+        // attributes, and tp_op named the plan; a full compare would cost a memcmp call).
+        const int32_t slot = p.attr_slot;
+        const ByteSpan* attr_name = frame->attrs.names[slot];
+        if (attr_name->len != p.attr.size() || attr_name->ptr[0] != p.attr.front() ||
+            attr_name->ptr[attr_name->len - 1] != p.attr.back()) {
+          return arg_error(p, "XLA passed no attribute '" + p.attr + "' where the op's plan expects it");
+        }
+        const AttrType type = frame->attrs.types[slot];
+        const void* value = frame->attrs.attrs[slot];
         if (p.kind == kTPRawStr || p.kind == kTPDataType) {
           if (type != kAttrString) return arg_error(p, "expected a string attribute");
           const auto* span = static_cast<const ByteSpan*>(value);
@@ -469,6 +554,14 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
             a.type_index = kTPRawStr;
             a.v_c_str = text.c_str();
           }
+          break;
+        }
+        if (p.kind == kTPIntArray) {
+          const auto* array = static_cast<const Array*>(value);
+          if (type != kAttrArray || array->dtype != kS64) return arg_error(p, "expected an int64 array attribute");
+          int_arrays.data[done] = TPIntArray{static_cast<int64_t>(array->size), static_cast<const int64_t*>(array->data)};
+          a.type_index = kTPIntArray;
+          a.v_int_array = &int_arrays.data[done];
           break;
         }
         int64_t iv = 0;
@@ -494,7 +587,8 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
   }
 
   XlaCall call{&plan, &frame->rets, device, 0, slots.data, strides.data + total_rank, std::string()};
-  TPAny result{};
+  TPAny result;
+  result.type_index = kTPNone;
   int rc;
   {
     EnvScope env(device, stream, &call);
@@ -506,13 +600,19 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
     const char* kind = "RuntimeError";
     const char* message = "unknown error";
     TPErrorGet(&kind, &message);
-    std::string text = plan.name + "(): " + kind + ": " + message;
+    std::string text = plan.op + "(): " + kind + ": " + message;
     ErrorCode code = CodeForKind(kind);
     TPErrorClear();
     return MakeError(api, code, text);
   }
 
   // Results: the function's tensors must be XLA's result buffers, in order.
+  if (result.type_index == kTPNone) {
+    if (plan.n_alloc == 0) return nullptr;  // destination passing: nothing to check or release
+    return MakeError(api, kErrorInvalidArgument,
+                     "op '" + plan.op + "' returned 0 tensor(s), but its shape rule declares " +
+                         std::to_string(plan.n_alloc));
+  }
   std::string error;
   int32_t returned = 0;
   bool ok = true;
@@ -520,15 +620,19 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
     returned = result.v_tuple->size;
     for (int32_t k = 0; ok && k < returned && k < plan.n_alloc; ++k)
       ok = TakeResult(plan, &frame->rets, device, k, &result.v_tuple->items[k], &error);
-  } else if (result.type_index != kTPNone) {
+  } else {
     returned = 1;
-    if (plan.n_alloc >= 1) ok = TakeResult(plan, &frame->rets, device, 0, &result, &error);
+    // The common case inline: the kernel returned XLA's buffer, as FromEnvAlloc made it.
+    const bool is_buffer = plan.n_alloc >= 1 && result.type_index == kTPTensor &&
+                           result.v_tensor->dl_tensor.data == static_cast<const Buffer*>(frame->rets.rets[plan.n_outputs])->data &&
+                           result.v_tensor->dl_tensor.byte_offset == 0;
+    if (plan.n_alloc >= 1 && !is_buffer) ok = TakeResult(plan, &frame->rets, device, 0, &result, &error);
   }
   TPAnyRelease(&result);
   if (!ok) return MakeError(api, kErrorInvalidArgument, error);
   if (returned != plan.n_alloc) {
     return MakeError(api, kErrorInvalidArgument,
-                     "op '" + plan.name + "' returned " + std::to_string(returned) +
+                     "op '" + plan.op + "' returned " + std::to_string(returned) +
                          " tensor(s), but its shape rule declares " + std::to_string(plan.n_alloc));
   }
   return nullptr;
@@ -566,8 +670,9 @@ PyObject* HandlerPy(PyObject*, PyObject* platform) {
 }
 
 // xla_ffi_define(name, function, params, n_inputs, n_outputs, n_alloc): params is a sequence
-// of (parameter name, source, index, attribute name, kind) with source 0..3 (Source) and kind
-// one of view, tensor, int, float, bool, str, dtype.
+// of (parameter name, source, index, attribute name, kind[, count]) with source 0..4 (Source),
+// kind one of view, tensor, int, float, bool, str, dtype, ints, views, and count the length
+// of a views list (source 4). Every call of the plan passes exactly its kAttr attributes.
 PyObject* DefinePy(PyObject*, PyObject* args) {
   const char* name;
   PyObject* function;
@@ -583,37 +688,62 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
   }
   auto plan = std::make_unique<OpPlan>();
   plan->name = name;
+  plan->op = plan->name.substr(0, plan->name.find('/'));
   plan->n_inputs = n_inputs;
   plan->n_outputs = n_outputs;
   plan->n_alloc = n_alloc;
   plan->n_strings = 0;
+  plan->n_items = 0;
   PyObject* seq = PySequence_Fast(params, "xla_ffi_define(): params must be a sequence");
   if (seq == nullptr) return nullptr;
+  std::vector<std::string> attr_names{"tp_op"};
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
     const char *pname, *attr, *kind;
-    int source, index;
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "siiss", &pname, &source, &index, &attr, &kind)) {
+    int source, index, count = 1;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "siiss|i", &pname, &source, &index, &attr, &kind,
+                          &count)) {
       Py_DECREF(seq);
       return nullptr;
     }
     static const std::pair<const char*, int32_t> kKinds[] = {
-        {"view", kTPDLTensorPtr}, {"tensor", kTPTensor}, {"int", kTPInt}, {"float", kTPFloat},
-        {"bool", kTPBool},        {"str", kTPRawStr},    {"dtype", kTPDataType}};
+        {"view", kTPDLTensorPtr}, {"tensor", kTPTensor}, {"int", kTPInt},        {"float", kTPFloat},
+        {"bool", kTPBool},        {"str", kTPRawStr},    {"dtype", kTPDataType}, {"ints", kTPIntArray},
+        {"views", kTPArray}};
     int32_t code = -1;
     for (const auto& [text, value] : kKinds)
       if (!strcmp(text, kind)) code = value;
-    const bool bad_index = (source == 0 && (index < 0 || index >= n_inputs)) ||
-                           (source == 1 && (index < 0 || index >= n_outputs));
-    if (code < 0 || source < 0 || source > 3 || bad_index) {
+    const auto src = static_cast<Source>(source);
+    const bool bad_index = (src == Source::kInput && (index < 0 || index >= n_inputs)) ||
+                           (src == Source::kOutput && (index < 0 || index >= n_outputs)) ||
+                           (src == Source::kInputs && (index < 0 || count < 0 || index + count > n_inputs)) ||
+                           (src == Source::kAttr && attr[0] == '\0');
+    const bool bad_kind = (src == Source::kInputs) != (code == kTPArray) && src != Source::kNone;
+    if (code < 0 || source < 0 || source > 4 || bad_index || bad_kind) {
       PyErr_Format(PyExc_ValueError, "xla_ffi_define(): bad plan for parameter '%s' (source %d, index %d, kind '%s')",
                    pname, source, index, kind);
       Py_DECREF(seq);
       return nullptr;
     }
-    plan->params.push_back(ParamPlan{static_cast<Source>(source), index, attr, code, pname});
-    if (code == kTPRawStr || code == kTPDataType) plan->n_strings++;
+    plan->params.push_back(ParamPlan{src, index, src == Source::kInputs ? count : 1, code, -1, attr, pname});
+    if (src == Source::kAttr) attr_names.emplace_back(attr);
+    if (src == Source::kInputs) plan->n_items += count;
+    if (src == Source::kAttr && (code == kTPRawStr || code == kTPDataType)) plan->n_strings++;
   }
   Py_DECREF(seq);
+  // Where each attribute is in a call: XLA passes them sorted by name (byte order).
+  std::vector<std::string> sorted = attr_names;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    PyErr_Format(PyExc_ValueError, "xla_ffi_define(): attribute names repeat (a parameter named 'tp_op'?)");
+    return nullptr;
+  }
+  auto slot_of = [&](const std::string& attr) {
+    return static_cast<int32_t>(std::lower_bound(sorted.begin(), sorted.end(), attr) - sorted.begin());
+  };
+  plan->n_attrs = static_cast<int32_t>(sorted.size());
+  plan->tp_slot = slot_of("tp_op");
+  for (ParamPlan& p : plan->params)
+    if (p.source == Source::kAttr) p.attr_slot = slot_of(p.attr);
   TPFunctionRetain(func);
   plan->func = func;
   plan->entry = TPFunctionGetEntry(func, &plan->self);

@@ -96,6 +96,12 @@ struct Scalar {
   void* value;
 };
 
+struct Array {  // a dense array attribute (an i64 array for an "ints" parameter)
+  DataType dtype;
+  size_t size;
+  void* data;
+};
+
 enum ExecutionStage : int32_t { kInstantiate = 0, kPrepare = 1, kInitialize = 2, kExecute = 3 };
 
 struct Args {

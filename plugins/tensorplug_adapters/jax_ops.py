@@ -5,8 +5,9 @@ Each op becomes an XLA FFI target named after it, served by the core's compiled 
 
 - tensor arguments are XLA operands; a parameter the kernel writes is an operand aliased to
   a result (jax arrays are immutable: its new value is returned, not written in place);
-- int, float, bool, str and dtype arguments are XLA attributes, so they must be static
-  Python values, not traced ones;
+- a list of tensors (views) is a run of operands, one per tensor, read-only;
+- int, float, bool, str and dtype arguments are XLA attributes, an int list (ints) an i64
+  array attribute, so they must be static Python values, not traced ones;
 - the op's output rule gives the shapes of the tensors the kernel allocates with
   ``Tensor::FromEnvAlloc``; inside the handler that allocator hands out XLA's result
   buffers in order, checked against the rule.
@@ -28,8 +29,8 @@ from tensorplug import Device, exchange
 from tensorplug.shapes import TensorSpec, dtype_name
 
 # Plan sources (csrc/python/xla_ffi.cc, Source).
-_INPUT, _OUTPUT, _ATTR, _NONE = 0, 1, 2, 3
-_ATTR_KINDS = ("int", "float", "bool", "str", "dtype")
+_INPUT, _OUTPUT, _ATTR, _NONE, _INPUTS = 0, 1, 2, 3, 4
+_ATTR_KINDS = ("int", "float", "bool", "str", "dtype", "ints")
 # The platforms the core has a handler for, as jax names them.
 _PLATFORMS = {"cpu": "cpu", "cuda": "CUDA"}
 
@@ -76,14 +77,15 @@ class JaxOp:
         written = []
         for p in op.params:
             value = bound.get(p.name)
+            if value is None:
+                if not p.optional:
+                    what = "a tensor" if p.is_tensor else f"{'a list of tensors' if p.kind == 'views' else p.kind}"
+                    raise TypeError(f"{op.name}() argument '{p.name}': expected {what}, got None")
+                plan.append((p.name, _NONE, 0, "", "view"))
+                specs[p.name] = None
+                continue
             if p.is_tensor:
-                if value is None:
-                    if not p.optional:
-                        raise TypeError(f"{op.name}() argument '{p.name}': expected a tensor, got None")
-                    plan.append((p.name, _NONE, 0, "", "view"))
-                    specs[p.name] = None
-                    continue
-                array = value if isinstance(value, (jax.Array, jax.core.Tracer)) else jax.numpy.asarray(value)
+                array = _as_array(jax, value)
                 specs[p.name] = TensorSpec(tuple(array.shape), dtype_name(array.dtype), _device_of(array))
                 kind = "tensor" if p.kind == "tensor" else "view"
                 if p.written:
@@ -94,14 +96,22 @@ class JaxOp:
                     plan.append((p.name, _INPUT, len(operands), "", kind))
                 operands.append(array)
                 continue
+            if p.kind == "views":
+                if not isinstance(value, (list, tuple)):
+                    raise TypeError(f"{op.name}() argument '{p.name}': expected a list of tensors, got "
+                                    f"{type(value).__name__}")
+                arrays = [_as_array(jax, item) for item in value]
+                specs[p.name] = [TensorSpec(tuple(a.shape), dtype_name(a.dtype), _device_of(a)) for a in arrays]
+                plan.append((p.name, _INPUTS, len(operands), "", "views", len(arrays)))
+                operands.extend(arrays)
+                continue
             if p.kind not in _ATTR_KINDS:
                 raise TypeError(f"{op.name}() argument '{p.name}': {p.kind} arguments cannot be passed to a "
-                                "kernel inside jax (XLA attributes are numbers and strings); call the kernel "
-                                "function eagerly instead")
-            specs[p.name] = value
+                                "kernel inside jax (XLA attributes are numbers, strings and int arrays); call the "
+                                "kernel function eagerly instead")
+            attrs[p.name] = _attribute(op, p, value)
+            specs[p.name] = tuple(int(v) for v in attrs[p.name]) if p.kind == "ints" else value
             plan.append((p.name, _ATTR, 0, p.name, p.kind))
-            if value is not None:
-                attrs[p.name] = _attribute(op, p, value)
 
         allocated = op.output_specs(specs)
         key = _define_plan(op, plan, len(operands), len(written), len(allocated))
@@ -113,6 +123,10 @@ class JaxOp:
         if not result_shapes:
             return None
         return results[0] if len(results) == 1 else tuple(results)
+
+
+def _as_array(jax, value):
+    return value if isinstance(value, (jax.Array, jax.core.Tracer)) else jax.numpy.asarray(value)
 
 
 def _device_of(array) -> Device:
@@ -141,6 +155,16 @@ def _attribute(op, p, value):
         return value
     if p.kind == "dtype":
         return dtype_name(value)
+    if p.kind == "ints":
+        if isinstance(value, numpy.ndarray) and value.ndim == 1 and value.dtype.kind in "iu":
+            value = value.tolist()
+        items = list(value) if isinstance(value, (list, tuple)) else None
+        if items is None or any(isinstance(v, (bool, float)) or isinstance(v, jax.core.Tracer) for v in items):
+            raise TypeError(f"{op.name}() argument '{p.name}': expected a list of Python ints, got {value!r}")
+        try:
+            return numpy.array([int(v) for v in items], dtype=numpy.int64)
+        except (TypeError, ValueError, OverflowError):
+            raise TypeError(f"{op.name}() argument '{p.name}': expected a list of Python ints, got {value!r}") from None
     try:
         if p.kind == "bool":
             return numpy.bool_(bool(value))
@@ -155,10 +179,16 @@ def _attribute(op, p, value):
 
 def _define_plan(op, plan, n_inputs, n_outputs, n_alloc) -> str:
     """Define the plan of this call's form in the core (once); returns its key, which the
-    handler receives as the attribute ``tp_op``. Calls that leave optional tensors out
-    have a plan of their own."""
-    absent = [name for (name, source, *_rest) in plan if source == _NONE]
-    key = f"{op.name}/without:{','.join(absent)}" if absent else op.name
+    handler receives as the attribute ``tp_op``. A plan fixes which arguments are None
+    and the length of each list of tensors: calls that differ there have plans of their
+    own (and XLA passes each call exactly its plan's attributes)."""
+    absent = [entry[0] for entry in plan if entry[1] == _NONE]
+    lengths = [f"{entry[0]}={entry[5]}" for entry in plan if entry[1] == _INPUTS]
+    key = op.name
+    if absent:
+        key += f"/without:{','.join(absent)}"
+    if lengths:
+        key += f"/lists:{','.join(lengths)}"
     if key not in _plans:
         with _lock:
             if key not in _plans:

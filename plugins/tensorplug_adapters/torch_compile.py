@@ -2,8 +2,8 @@
 
 The schema comes from the kernel's exported signature (:func:`schema`): tensors are
 ``Tensor`` (``Tensor(a!)`` when written: a mutated argument), ints ``SymInt``, floats
-``float``, bools ``bool``, strings ``str``, devices ``Device``, dtypes ``ScalarType``, each
-with ``?`` when optional; the result is ``()``, ``Tensor`` or a tuple of them. The fake
+``float``, bools ``bool``, strings ``str``, devices ``Device``, dtypes ``ScalarType``, lists
+of tensors (views) ``Tensor[]``, int lists ``SymInt[]``, each with ``?`` when optional; the result is ``()``, ``Tensor`` or a tuple of them. The fake
 (meta) implementation makes empty tensors from the op's output rule, so ``torch.compile``,
 ``torch.export`` and ``functionalize`` trace the op as one node; its real implementation
 calls the kernel. Users attach a backward with ``torch.library.register_autograd(op.name,
@@ -26,7 +26,8 @@ from tensorplug import Device, TensorSpec, output_framework
 from tensorplug.shapes import dtype_name
 
 _SCHEMA_TYPES = {"view": "Tensor", "tensor": "Tensor", "mview": "Tensor", "int": "SymInt", "float": "float",
-                 "bool": "bool", "str": "str", "device": "Device", "dtype": "ScalarType"}
+                 "bool": "bool", "str": "str", "device": "Device", "dtype": "ScalarType", "views": "Tensor[]",
+                 "ints": "SymInt[]"}
 
 _lock = threading.RLock()
 _pending: list = []           # ops declared before torch was imported
@@ -119,9 +120,14 @@ def _kernel(op):
     return kernel
 
 
+def _spec(x):
+    return TensorSpec(tuple(x.shape), dtype_name(x.dtype), Device(x.device.type, x.device.index or 0))
+
+
 def _fake(torch, op):
     names = [p.name for p in op.params]
     tensors = {p.name for p in op.params if p.is_tensor}
+    lists = {p.name: p.kind for p in op.params if p.kind in ("views", "ints")}
     single = op.n_outputs == 1
 
     def fake(*args):
@@ -129,7 +135,11 @@ def _fake(torch, op):
         for name in tensors:
             x = bound[name]
             if x is not None:
-                bound[name] = TensorSpec(tuple(x.shape), dtype_name(x.dtype), Device(x.device.type, x.device.index or 0))
+                bound[name] = _spec(x)
+        for name, kind in lists.items():
+            x = bound[name]
+            if x is not None:
+                bound[name] = [_spec(t) for t in x] if kind == "views" else tuple(x)
         try:
             outs = tuple(torch.empty(spec.shape, dtype=_torch_dtype(torch, spec.dtype),
                                      device=_torch_device(torch, spec.device))
