@@ -6,7 +6,9 @@
 
 Cases (the example kernels, examples/kernels/kernels.cc): no-arg, one tensor, three
 tensors, allocating (the framework's allocator makes the result), throwing (a kernel
-error becomes a Python exception), callbacks (a Python callable called from C++).
+error becomes a Python exception), callbacks (a Python callable called from C++); and,
+from a small library built here (LIST_AND_HANDLE_SOURCE), a list of tensors with an int
+array, a list result, and a typed handle made, passed back and dropped.
 
 Each case runs a warm-up (a tenth of its calls, so framework caches fill), then two equal
 windows. What tensorplug would leak grows the same in both windows; a cache does not grow
@@ -58,6 +60,35 @@ def snapshot():
     return rss_bytes(), sys.getallocatedblocks(), counts
 
 
+# The wave-2 kinds that hold references: lists of tensors (items viewed in the call's
+# scratch), int arrays, list results, and owning handles (reference counted, a deleter).
+LIST_AND_HANDLE_SOURCE = r"""
+#include <tensorplug/tensorplug.h>
+#include <vector>
+namespace tp = tensorplug;
+struct LeakPlan { int64_t n; };
+TENSORPLUG_HANDLE_TYPE(LeakPlan, "leak.Plan");
+namespace {
+int64_t ListNumel(tp::TensorViewList xs, tp::IntArrayView weights) {
+  int64_t n = 0;
+  for (size_t i = 0; i < xs.size(); ++i) n += xs[i].numel() * (i < weights.size() ? weights[i] : 1);
+  return n;
+}
+std::vector<tp::Tensor> ListLike(tp::TensorViewList xs) {
+  std::vector<tp::Tensor> out;
+  for (tp::TensorView x : xs) out.push_back(tp::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device()));
+  return out;
+}
+tp::Handle<LeakPlan> MakePlan(int64_t n) { return tp::Handle<LeakPlan>(new LeakPlan{n}); }
+int64_t PlanSize(tp::Handle<LeakPlan> plan) { return plan->n; }
+}  // namespace
+TENSORPLUG_EXPORT(list_numel, ListNumel, "xs", "weights");
+TENSORPLUG_EXPORT(list_like, ListLike, "xs");
+TENSORPLUG_EXPORT(make_plan, MakePlan, "n");
+TENSORPLUG_EXPORT(plan_size, PlanSize, "plan");
+"""
+
+
 def make_tensors(name):
     if name == "numpy":
         import numpy as np
@@ -76,7 +107,7 @@ def make_tensors(name):
     raise ValueError(f"unknown framework {name!r}")
 
 
-def cases(mod, ones):
+def cases(mod, extra, ones):
     x, y, z, short = ones((8,)), ones((8,)), ones((8,)), ones((3,))
     out = ones((8,))
     writable = not type(out).__module__.startswith("jax")
@@ -102,8 +133,18 @@ def cases(mod, ones):
     def callback():
         mod.apply(lambda v: v + 1, 3)
 
+    def tensor_list():
+        extra.list_numel([x, y, z], [1, 2, 3])
+
+    def list_result():
+        extra.list_like([x, y])
+
+    def handle():
+        extra.plan_size(extra.make_plan(8))
+
     return {"no-arg": no_arg, "one tensor": one_tensor, "three tensors" if not writable else "two tensors + float":
-            three_tensors, "allocating": allocating, "throwing": throwing, "callback": callback}
+            three_tensors, "allocating": allocating, "throwing": throwing, "callback": callback,
+            "list + int array": tensor_list, "list result": list_result, "handle": handle}
 
 
 def run_case(fn, calls):
@@ -154,6 +195,7 @@ def main(argv=None) -> int:
     if ASAN:
         print("RSS not measured: AddressSanitizer is loaded (its quarantine keeps freed memory)")
     mod = tensorplug.load_module(cpp.build("example_kernels", [ROOT / "examples" / "kernels" / "kernels.cc"]))
+    extra = cpp.load_inline("leak_lists_handles", LIST_AND_HANDLE_SOURCE)
     results, failed = [], False
     print(f"{'framework':<8} {'case':<20} {'calls':>9} {'us/call':>8} {'RSS A':>9} {'RSS B':>9} "
           f"{'blocks B':>8} {'objs B':>7}  verdict")
@@ -164,7 +206,7 @@ def main(argv=None) -> int:
             print(f"{name:<8} (not installed)")
             continue
         calls = a.calls or DEFAULT_CALLS.get(name, 200_000)
-        for case, fn in cases(mod, ones).items():
+        for case, fn in cases(mod, extra, ones).items():
             r = run_case(fn, calls)
             r.update(framework=name, case=case)
             results.append(r)

@@ -16,6 +16,6 @@ def test_short_leak_run_reports_no_growth():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     rows = [ln for ln in lines if ln.startswith(("numpy", "torch"))]
-    assert len(rows) == 12, proc.stdout  # 6 cases x 2 frameworks, none skipped
+    assert len(rows) == 18, proc.stdout  # 9 cases x 2 frameworks, none skipped
     assert all(ln.endswith("no growth") for ln in rows), proc.stdout
-    assert lines[-1] == "verdict: no growth in 12 cases"
+    assert lines[-1] == "verdict: no growth in 18 cases"
