@@ -226,6 +226,10 @@ def test_a_cpp_caller_passing_a_read_only_view_is_refused_by_the_callee(k):
 
 
 def test_owning_parameter_checks_read_only_at_run_time(k):
+    frozen = read_only_numpy([0, 0])
+    with pytest.raises(ValueError, match=r"^tensor is read-only$"):
+        k.WriteOwned(frozen)
+    assert frozen.tolist() == [0, 0]
     jnp = pytest.importorskip("jax.numpy")
     with pytest.raises(ValueError, match=r"^tensor is read-only$"):
         k.WriteOwned(jnp.zeros(2, dtype=jnp.float32))

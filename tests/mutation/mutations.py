@@ -75,7 +75,8 @@ MUTATIONS = [
              kit("TestReadOnly and numpy"), "read-only numpy arrays enter kernels writable"),
     Mutation("mutable-data-ptr-unchecked", "csrc/include/tensorplug/tensor.h",
              "if (static_cast<const Derived*>(this)->is_read_only()) {", "if (false) {",
-             kit("TestReadOnly and numpy"), "kernels may write read-only tensors"),
+             ("tests/test_mview.py", "-k", "owning_parameter_checks_read_only"),
+             "a kernel may write a read-only tensor it was handed as an owning Tensor"),
     # ---- strides and byte offsets ---------------------------------------------------------
     Mutation("byte-offset-ignored", "csrc/include/tensorplug/tensor.h",
              "return static_cast<char*>(t.data) + t.byte_offset;", "return static_cast<char*>(t.data);",
