@@ -6,8 +6,10 @@ The schema comes from the kernel's exported signature (:func:`schema`): tensors 
 of tensors (views) ``Tensor[]``, int lists ``SymInt[]``, each with ``?`` when optional; the result is ``()``, ``Tensor`` or a tuple of them. The fake
 (meta) implementation makes empty tensors from the op's output rule, so ``torch.compile``,
 ``torch.export`` and ``functionalize`` trace the op as one node; its real implementation
-calls the kernel. Users attach a backward with ``torch.library.register_autograd(op.name,
-...)``, as for any custom op.
+calls the kernel. An op that writes arguments also gets a ``Functionalize`` kernel and
+an overload ``<name>.functionalizable`` for it (:func:`_functionalize`), so that
+``torch.func.functionalize`` takes it too. Users attach a backward with
+``torch.library.register_autograd(op.name, ...)``, as for any custom op.
 
 Registration happens when the op is declared if torch is imported, else right after torch
 is imported (a ``sys.meta_path`` finder that watches for the one name ``torch`` while ops
