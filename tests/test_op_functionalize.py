@@ -14,12 +14,55 @@ torch = pytest.importorskip("torch")
 
 import op_kernels  # noqa: E402  (tests/op_kernels.py)
 
+import tensorplug  # noqa: E402
+from tensorplug import cpp, like  # noqa: E402
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+# A kernel that writes two arguments, one of them optional, and returns a tensor too.
+ACCUMULATE = r"""
+#include <tensorplug/tensorplug.h>
+
+#include <optional>
+
+namespace tp = tensorplug;
+
+namespace {
+
+// acc += x (float32, contiguous, one shape); returns acc's values from before the call in
+// a new tensor; adds 1 to count[0] when count is given.
+tp::Tensor Accumulate(tp::TensorView x, tp::MutableView acc, std::optional<tp::MutableView> count) {
+  TENSORPLUG_CHECK(x.sizes() == acc.sizes() && x.is_contiguous() && acc.is_contiguous(), ValueError)
+      << "accumulate: x and acc must be contiguous, of one shape";
+  tp::Tensor before = tp::Tensor::FromEnvAlloc(acc.shape(), acc.dtype(), acc.device());
+  const float* px = x.data_ptr<float>();
+  float* pa = acc.mutable_data_ptr<float>();
+  float* pb = before.mutable_data_ptr<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    pb[i] = pa[i];
+    pa[i] += px[i];
+  }
+  if (count) count->mutable_data_ptr<float>()[0] += 1;
+  return before;
+}
+
+}  // namespace
+
+TENSORPLUG_EXPORT(accumulate, Accumulate, "x", "acc", "count");
+"""
 
 
 @pytest.fixture(scope="module")
 def ops():
     return op_kernels.ops()
+
+
+@pytest.fixture(scope="module")
+def accumulate(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("accumulate")
+    source = directory / "accumulate.cc"
+    source.write_text(ACCUMULATE)
+    mod = tensorplug.load_module(cpp.build("fz_accumulate", [source], build_directory=directory))
+    return tensorplug.op("tpfz::accumulate", mod.accumulate, returns=like("acc"))
 
 
 def _x(*shape):
@@ -173,3 +216,32 @@ def test_functionalize_under_vmap_is_refused_as_for_every_mutable_custom_op(ops)
     f = _writes_a_view(ops)
     with pytest.raises(RuntimeError, match="Batching rule not implemented for tptest::axpy"):
         torch.func.vmap(f)(_x(2, 4))
+
+
+def test_functionalize_of_an_op_that_writes_two_arguments_and_returns_one(accumulate):
+    assert str(torch.ops.tpfz.accumulate.default._schema) == \
+        "tpfz::accumulate(Tensor x, Tensor(a!) acc, Tensor(b!)? count) -> Tensor"
+
+    def f(x, acc, count):
+        before = accumulate(x, acc, count)
+        return before + acc
+
+    x = _x(3) + 2
+    for with_count in (True, False):
+        acc_eager, acc_functional = torch.ones(3), torch.ones(3)
+        count_eager, count_functional = (torch.zeros(1), torch.zeros(1)) if with_count else (None, None)
+        expected = f(x, acc_eager, count_eager)
+        torch.testing.assert_close(expected, 1 + (1 + x))
+        torch.testing.assert_close(torch.func.functionalize(f)(x, acc_functional, count_functional), expected)
+        torch.testing.assert_close(acc_functional, acc_eager)
+        torch.testing.assert_close(count_functional, count_eager)
+        gm = make_fx(torch.func.functionalize(f))(x, torch.ones(3), count_functional)
+        assert _mutating_calls(gm) == []
+        copies = [node for node in gm.graph.nodes if node.target is torch.ops.aten.copy_.default]
+        assert len(copies) == (2 if with_count else 1)
+        acc_compiled = torch.ones(3)
+        count_compiled = torch.zeros(1) if with_count else None
+        compiled = torch.compile(f, backend="aot_eager", fullgraph=True)
+        torch.testing.assert_close(compiled(x, acc_compiled, count_compiled), expected)
+        torch.testing.assert_close((acc_compiled, count_compiled), (acc_eager, count_eager))
+        torch.library.opcheck(torch.ops.tpfz.accumulate.default, (x, torch.ones(3), count_eager))
