@@ -146,6 +146,8 @@ def _functionalize(torch, op, functionalizable):
     ``copy_`` at the end; inductor re-inplaces it. The overload is needed because
     torch auto-functionalizes only ops without a Functionalize kernel.
     """
+    # torch's own functionalization API, internal in torch 2.13 (no public one exists);
+    # tests/test_op_functionalize.py pins what is used of it.
     from torch._C._functorch import TransformType, peek_interpreter_stack
     from torch._functorch.pyfunctorch import FunctionalizeInterpreter
     from torch._higher_order_ops.auto_functionalize import auto_functionalized
@@ -153,18 +155,19 @@ def _functionalize(torch, op, functionalizable):
 
     names = [p.name for p in op.params]
     written = op.written
-    not_functionalize = torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize)
+    cpp = CppFunctionalizeAPI()
 
     def functionalize(*args):
         interpreter = peek_interpreter_stack()
         if interpreter is not None and interpreter.key() == TransformType.Functionalize:
             ctx = FunctorchFunctionalizeAPI(FunctionalizeInterpreter(interpreter))  # torch.func.functionalize
         else:
-            ctx = CppFunctionalizeAPI()  # the functional mode of aot_autograd and export
+            ctx = cpp  # the functional mode of aot_autograd and export
         bound = dict(zip(names, args))
         unwrapped = ctx.unwrap_tensors(bound)
-        # Below this layer: the functorch one (lowered) and the Functionalize key.
-        with ctx.redispatch_to_next(), torch._C._ExcludeDispatchKeyGuard(not_functionalize):
+        # One layer down: torch.func.functionalize's functorch layer lowered (ctx), and
+        # the Functionalize key excluded (cpp), which this kernel runs under either way.
+        with ctx.redispatch_to_next(), cpp.redispatch_to_next():
             results = auto_functionalized(functionalizable, **unwrapped)
         outputs, new_values = results[:-len(written)], results[-len(written):]
         for name, value in zip(written, new_values):
