@@ -6,8 +6,10 @@ The schema comes from the kernel's exported signature (:func:`schema`): tensors 
 of tensors (views) ``Tensor[]``, int lists ``SymInt[]``, each with ``?`` when optional; the result is ``()``, ``Tensor`` or a tuple of them. The fake
 (meta) implementation makes empty tensors from the op's output rule, so ``torch.compile``,
 ``torch.export`` and ``functionalize`` trace the op as one node; its real implementation
-calls the kernel. Users attach a backward with ``torch.library.register_autograd(op.name,
-...)``, as for any custom op.
+calls the kernel. An op that writes arguments also gets a ``Functionalize`` kernel and
+an overload ``<name>.functionalizable`` for it (:func:`_functionalize`), so that
+``torch.func.functionalize`` takes it too. Users attach a backward with
+``torch.library.register_autograd(op.name, ...)``, as for any custom op.
 
 Registration happens when the op is declared if torch is imported, else right after torch
 is imported (a ``sys.meta_path`` finder that watches for the one name ``torch`` while ops
@@ -28,6 +30,9 @@ from tensorplug.shapes import dtype_name
 _SCHEMA_TYPES = {"view": "Tensor", "tensor": "Tensor", "mview": "Tensor", "int": "SymInt", "float": "float",
                  "bool": "bool", "str": "str", "device": "Device", "dtype": "ScalarType", "views": "Tensor[]",
                  "ints": "SymInt[]"}
+
+#: The overload name of an op's auto-functionalizable twin (ops that write arguments only).
+FUNCTIONALIZABLE = "functionalizable"
 
 _lock = threading.RLock()
 _pending: list = []           # ops declared before torch was imported
@@ -92,7 +97,15 @@ def _register(torch, op) -> None:
     lib.impl(op.opname, _kernel(op), "CompositeExplicitAutograd")
     fake = _fake(torch, op) if op.n_outputs else _no_outputs
     torch.library.register_fake(op.name, fake, lib=lib)
-    _overloads[op.name] = getattr(getattr(torch.ops, op.namespace), op.opname).default
+    packet = getattr(getattr(torch.ops, op.namespace), op.opname)
+    if op.written:
+        # The same op once more, as an overload without a Functionalize kernel: the form
+        # torch's auto_functionalized takes (see _functionalize).
+        lib.define(f"{op.opname}.{FUNCTIONALIZABLE}{schema(op)}")
+        lib.impl(f"{op.opname}.{FUNCTIONALIZABLE}", _kernel(op), "CompositeExplicitAutograd")
+        torch.library.register_fake(f"{op.name}.{FUNCTIONALIZABLE}", fake, lib=lib)
+        lib.impl(op.opname, _functionalize(torch, op, getattr(packet, FUNCTIONALIZABLE)), "Functionalize")
+    _overloads[op.name] = packet.default
     # Every type a traced call can show for a torch argument, resolved now.
     for arg_type in (torch.Tensor, torch.nn.Parameter, torch.SymInt, torch.SymFloat, torch.SymBool,
                      torch.device, torch.dtype):
@@ -118,6 +131,57 @@ def _kernel(op):
 
     kernel.__name__ = op.opname
     return kernel
+
+
+def _functionalize(torch, op, functionalizable):
+    """The Functionalize kernel of an op that writes arguments.
+
+    torch's C++ functionalization (``torch.func.functionalize``, and the functional mode
+    that aot_autograd and ``torch.export`` run, which hands every op torch cannot
+    auto-functionalize to this key) refuses a custom op with written arguments. This
+    kernel gives it the functional form ``auto_functionalized`` computes: the op runs,
+    through its ``FUNCTIONALIZABLE`` overload, on clones of the written tensors, and each
+    written argument is then replaced by its clone, so the graph holds
+    ``auto_functionalized(<op>.functionalizable, ...)`` and, for a written graph input, a
+    ``copy_`` at the end; inductor re-inplaces it. The overload is needed because
+    torch auto-functionalizes only ops without a Functionalize kernel.
+    """
+    # torch's own functionalization API, internal in torch 2.13 (no public one exists);
+    # tests/test_op_functionalize.py pins what is used of it.
+    from torch._C._functorch import TransformType, peek_interpreter_stack
+    from torch._functorch.pyfunctorch import FunctionalizeInterpreter
+    from torch._higher_order_ops.auto_functionalize import auto_functionalized
+    from torch._subclasses.functional_tensor import CppFunctionalizeAPI, FunctorchFunctionalizeAPI
+
+    names = [p.name for p in op.params]
+    written = op.written
+    cpp = CppFunctionalizeAPI()
+
+    def functionalize(*args):
+        interpreter = peek_interpreter_stack()
+        if interpreter is not None and interpreter.key() == TransformType.Functionalize:
+            ctx = FunctorchFunctionalizeAPI(FunctionalizeInterpreter(interpreter))  # torch.func.functionalize
+        else:
+            ctx = cpp  # the functional mode of aot_autograd and export
+        bound = dict(zip(names, args))
+        unwrapped = ctx.unwrap_tensors(bound)
+        # One layer down: torch.func.functionalize's functorch layer lowered (ctx), and
+        # the Functionalize key excluded (cpp), which this kernel runs under either way.
+        with ctx.redispatch_to_next(), cpp.redispatch_to_next():
+            results = auto_functionalized(functionalizable, **unwrapped)
+        outputs, new_values = results[:-len(written)], results[-len(written):]
+        for name, value in zip(written, new_values):
+            if bound[name] is not None:  # an optional written tensor left out
+                ctx.replace(bound[name], value)
+                ctx.commit_update(bound[name])
+                ctx.sync(bound[name])
+        if op.n_outputs == 0:
+            return None
+        wrapped = ctx.wrap_tensors(tuple(outputs))
+        return wrapped[0] if op.n_outputs == 1 else wrapped
+
+    functionalize.__name__ = f"{op.opname}_functionalize"
+    return functionalize
 
 
 def _spec(x):
