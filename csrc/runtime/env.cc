@@ -184,9 +184,18 @@ int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out) {
     if (const char* problem = CheckPrototype(*prototype)) {
       return Fail("ValueError", std::string("cannot allocate a tensor: ") + problem);
     }
+    // No allocator can hold more than 2^63 - 1 bytes, and not every framework checks its own
+    // size arithmetic (paddle 3.3 wraps 2^64 bytes to an empty block that the kernel would
+    // then write): such a request is refused here, before any allocator sees it.
+    uint64_t request_bytes = 0;
+    const bool addressable = CheckedNumBytes(*prototype, &request_bytes) && request_bytes <= uint64_t(INT64_MAX);
     DLPackManagedTensorAllocator alloc = tls_allocator ? tls_allocator : DefaultCPUAllocator;
     TPErrorClear();
-    if (alloc(prototype, out, nullptr, SetErrorToThread) == 0 && *out != nullptr) return 0;
+    if (!addressable) {
+      TPErrorSet("MemoryError", "more than 2^63 - 1 bytes, which no allocator can address");
+    } else if (alloc(prototype, out, nullptr, SetErrorToThread) == 0 && *out != nullptr) {
+      return 0;
+    }
     // Whatever the framework said, the caller learns what was asked for and where. Errors
     // about the request itself keep their kind; the rest is out-of-memory from the caller's
     // view (frameworks report that as RuntimeError or worse).
@@ -200,7 +209,7 @@ int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out) {
     for (const char* k : {"TypeError", "ValueError", "BufferError", "NotImplementedError", "OverflowError"}) {
       request_error = request_error || kind == k;
     }
-    if (!request_error) {
+    if (!request_error && addressable) {
       // Frameworks report every failure as out-of-memory (torch: "Unsupported code 9" for a
       // float8 it lacks is a MemoryError). An allocator that cannot make even an empty
       // tensor of this dtype on this device refuses the dtype/device, not the size.

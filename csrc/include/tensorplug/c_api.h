@@ -312,7 +312,8 @@ TP_API DLPackManagedTensorAllocator TPEnvSetAllocator(DLPackManagedTensorAllocat
 /*
  * Allocate a tensor shaped like `prototype` through the bound allocator (or the default
  * CPU allocator, which serves kDLCPU only). On failure returns -1 with an error
- * recorded (kind "MemoryError" when memory ran out).
+ * recorded (kind "MemoryError" when memory ran out, or for a request of more than
+ * 2^63 - 1 bytes, refused before any allocator sees it).
  */
 TP_API int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out);
 
