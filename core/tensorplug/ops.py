@@ -151,18 +151,8 @@ class Op:
         # Written for graph tracers too (torch.compile inlines it): plain dict lookups of
         # types resolved beforehand; only a type never seen reaches resolve().
         impls = self._impls
-        for arg in args:
+        for arg in (*args, *kwargs.values()) if kwargs else args:
             if type(arg) in _LISTS:  # a views (or ints) argument: its first item decides
-                if not arg:
-                    continue
-                arg = arg[0]
-            impl = impls.get(type(arg), _MISSING)
-            if impl is _MISSING:
-                impl = self.resolve(type(arg))
-            if impl is not None:
-                return impl(*args, **kwargs)
-        for arg in kwargs.values():
-            if type(arg) in _LISTS:
                 if not arg:
                     continue
                 arg = arg[0]
