@@ -24,6 +24,15 @@
 #include "tensorplug/dtype.h"
 #include "tensorplug/error.h"
 
+// Branch hints for the accessors' checks: the throw paths are out of line.
+#if defined(__GNUC__) || defined(__clang__)
+#define TENSORPLUG_PRIVATE_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TENSORPLUG_PRIVATE_COLD_NORETURN [[noreturn]] __attribute__((noinline, cold))
+#else
+#define TENSORPLUG_PRIVATE_UNLIKELY(x) (x)
+#define TENSORPLUG_PRIVATE_COLD_NORETURN [[noreturn]]
+#endif
+
 namespace tensorplug {
 
 /*!
@@ -248,29 +257,34 @@ class TensorAccessors {
   ~TensorAccessors() = default;
 
  private:
+  // The checks run inline on every accessor call; their throws are out of line (cold), so
+  // that the accessors inline into the kernel as a compare and a branch.
   ArgName ArgOf() const noexcept { return static_cast<const Derived*>(this)->arg(); }
   void* WritableAddress() const {
-    if (static_cast<const Derived*>(this)->is_read_only()) {
-      TENSORPLUG_THROW(ValueError) << ArgOf() << "tensor is read-only";
-    }
+    if (TENSORPLUG_PRIVATE_UNLIKELY(static_cast<const Derived*>(this)->is_read_only())) ThrowReadOnly();
     const DLTensor& t = dl();
     return static_cast<char*>(t.data) + t.byte_offset;
   }
   const DLTensor& dl() const {
     const DLTensor* t = static_cast<const Derived*>(this)->dltensor();
-    if (t == nullptr) TENSORPLUG_THROW(ValueError) << ArgOf() << "use of an undefined tensor";
+    if (TENSORPLUG_PRIVATE_UNLIKELY(t == nullptr)) ThrowUndefined();
     return *t;
   }
   template <class T>
   void CheckElementType(const char* accessor) const {
     if constexpr (DTypeTraits<T>::known) {
-      if (dl().dtype != DTypeTraits<T>::value) {
-        TENSORPLUG_THROW(TypeError) << ArgOf() << accessor << "<" << DTypeTraits<T>::value
-                                    << ">() called on a tensor of dtype " << dl().dtype;
-      }
+      if (TENSORPLUG_PRIVATE_UNLIKELY(dl().dtype != DTypeTraits<T>::value)) ThrowElementType(accessor, DTypeTraits<T>::value);
     } else {
       (void)accessor;
     }
+  }
+  TENSORPLUG_PRIVATE_COLD_NORETURN void ThrowReadOnly() const { TENSORPLUG_THROW(ValueError) << ArgOf() << "tensor is read-only"; }
+  TENSORPLUG_PRIVATE_COLD_NORETURN void ThrowUndefined() const {
+    TENSORPLUG_THROW(ValueError) << ArgOf() << "use of an undefined tensor";
+  }
+  TENSORPLUG_PRIVATE_COLD_NORETURN void ThrowElementType(const char* accessor, DLDataType asked) const {
+    TENSORPLUG_THROW(TypeError) << ArgOf() << accessor << "<" << asked << ">() called on a tensor of dtype "
+                                << dl().dtype;
   }
 };
 
