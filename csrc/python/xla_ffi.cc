@@ -218,6 +218,11 @@ ErrorCode CodeForKind(const char* kind) {
 }
 
 // ------------------------------------------------------- the call in flight ----
+// The scratch bytes of one lent result tensor (TPLentTensorDeleter).
+struct alignas(void*) LentScratch {
+  unsigned char bytes[TENSORPLUG_LENT_SCRATCH_BYTES];
+};
+
 // What the result allocator needs; one per handler invocation, found through a
 // thread-local (DLPackManagedTensorAllocator has no context argument).
 struct XlaCall {
@@ -226,9 +231,10 @@ struct XlaCall {
   DLDevice device;
   int32_t next_alloc;
   // The managed tensors FromEnvAlloc hands out, one per allocated result: they describe
-  // XLA's buffers, own nothing (no deleter) and live in the handler's frame, because the
-  // buffers themselves are valid for the call only.
+  // XLA's buffers, own nothing (lent: TPLentTensorDeleter) and live in the handler's
+  // frame, because the buffers themselves are valid for the call only.
   DLManagedTensorVersioned* slots;
+  LentScratch* scratch;   // one per slot: where the kernel's Tensor keeps its count (c_api.h)
   int64_t* next_strides;  // where the next slot's strides go (rank entries each)
   // Set when the allocator refused, so the handler reports it as is (made on that path only).
   std::unique_ptr<std::string> error;
@@ -318,8 +324,8 @@ int AllocXlaResultImpl(DLTensor* prototype, DLManagedTensorVersioned** out, void
   call->next_strides += ndim;
   FillStrides(ndim, buffer->dims, strides);
   slot->version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-  slot->manager_ctx = nullptr;
-  slot->deleter = nullptr;
+  slot->manager_ctx = &call->scratch[k];
+  slot->deleter = TPLentTensorDeleter;
   slot->flags = 0;
   slot->dl_tensor = DLTensor{buffer->data, call->device, ndim, prototype->dtype, buffer->dims, strides, 0};
   *out = slot;
@@ -457,7 +463,7 @@ Error* FinishCall(const Api* api, const OpPlan& plan, CallFrame* frame, DLDevice
   if (plan.n_alloc == 1 && result.type_index == kTPTensor &&
       result.v_tensor->dl_tensor.data == static_cast<const Buffer*>(frame->rets.rets[plan.n_outputs])->data &&
       result.v_tensor->dl_tensor.byte_offset == 0) {
-    if (result.v_tensor->deleter != nullptr) TPAnyRelease(&result);
+    if (result.v_tensor->deleter != TPLentTensorDeleter) TPAnyRelease(&result);
     return nullptr;
   }
   if (result.type_index == kTPNone) {
@@ -502,6 +508,7 @@ bool RunFast(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream
   int64_t strides[kFastParams * kFastRank];
   int64_t result_strides[kFastAlloc * kFastRank];
   DLManagedTensorVersioned slots[kFastAlloc];
+  LentScratch scratch[kFastAlloc];
   for (int32_t k = 0; k < plan.n_alloc; ++k) {
     const int64_t rank = static_cast<const Buffer*>(frame->rets.rets[plan.n_outputs + k])->rank;
     if (static_cast<uint64_t>(rank) > static_cast<uint64_t>(kFastRank)) return false;
@@ -560,7 +567,7 @@ bool RunFast(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream
         break;
     }
   }
-  XlaCall call{&plan, &frame->rets, device, 0, slots, result_strides, nullptr};
+  XlaCall call{&plan, &frame->rets, device, 0, slots, scratch, result_strides, nullptr};
   TPAny result;
   result.type_index = kTPNone;
   int rc;
@@ -658,6 +665,7 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
   FrameArray<TPAny, 16> items(static_cast<size_t>(plan.n_items));         // views lists' items
   FrameArray<int64_t, 64> strides(2 * total_rank + 1);  // views (at most every buffer), then result slots
   FrameArray<DLManagedTensorVersioned, 4> slots(static_cast<size_t>(plan.n_alloc));
+  FrameArray<LentScratch, 4> scratch(static_cast<size_t>(plan.n_alloc));
   FrameArray<TPArray, 16> lists(n);        // views arguments (by parameter)
   FrameArray<TPIntArray, 16> int_arrays(n);  // ints arguments (by parameter)
   std::vector<std::string> strings;  // str and dtype attributes, NUL-terminated (stable: reserved)
@@ -777,7 +785,7 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
     }
   }
 
-  XlaCall call{&plan, &frame->rets, device, 0, slots.data, strides.data + total_rank, nullptr};
+  XlaCall call{&plan, &frame->rets, device, 0, slots.data, scratch.data, strides.data + total_rank, nullptr};
   TPAny result;
   result.type_index = kTPNone;
   int rc;
