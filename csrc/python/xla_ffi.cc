@@ -81,6 +81,7 @@ struct OpPlan {
   int32_t n_attrs;    // attributes of every call: one per kAttr parameter, and tp_op
   int32_t tp_slot;    // the position of tp_op among them
   int32_t n_items;    // tensors in views lists, all lists together
+  int32_t n_params;   // params.size()
   // The fast path (RunFast): every parameter a view of one buffer, a numeric scalar
   // attribute or None, at most kFastParams of them and kFastAlloc allocated results.
   bool fast;
@@ -513,12 +514,13 @@ bool RunFast(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream
     const int64_t rank = static_cast<const Buffer*>(frame->rets.rets[plan.n_outputs + k])->rank;
     if (static_cast<uint64_t>(rank) > static_cast<uint64_t>(kFastRank)) return false;
   }
-  const int32_t n = static_cast<int32_t>(plan.params.size());
+  const int32_t n = plan.n_params;
+  const ParamPlan* params = plan.params.data();
   int64_t* next_strides = strides;
+  int64_t unit_stride = 1;
   for (int32_t i = 0; i < n; ++i) {
-    const ParamPlan& p = plan.params[i];
+    const ParamPlan& p = params[i];
     TPAny& a = args[i];
-    a.flags = 0;
     switch (p.source) {
       case Source::kInput:
       case Source::kOutput: {
@@ -528,9 +530,14 @@ bool RunFast(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream
         const DTypeEntry* entry = FromXla(buffer->dtype);
         const int64_t rank = buffer->rank;
         if (entry == nullptr || static_cast<uint64_t>(rank) > static_cast<uint64_t>(kFastRank)) return false;
-        FillStrides(rank, buffer->dims, next_strides);
-        views[i] = DLTensor{buffer->data, device, static_cast<int32_t>(rank), entry->dl, buffer->dims, next_strides, 0};
-        next_strides += rank;
+        // One dimension: its compact stride is 1 whatever its extent (one shared entry).
+        int64_t* view_strides = &unit_stride;
+        if (rank > 1) {
+          view_strides = next_strides;
+          FillStrides(rank, buffer->dims, view_strides);
+          next_strides += rank;
+        }
+        views[i] = DLTensor{buffer->data, device, static_cast<int32_t>(rank), entry->dl, buffer->dims, view_strides, 0};
         a.type_index = kTPDLTensorPtr;
         a.flags = written ? 0u : TP_ANY_FLAG_READ_ONLY;
         a.v_dltensor = &views[i];
@@ -544,6 +551,7 @@ bool RunFast(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream
           return false;
         }
         const auto* scalar = static_cast<const Scalar*>(frame->attrs.attrs[slot]);
+        a.flags = 0;
         if (p.kind == kTPFloat && scalar->dtype == kF64) {  // what jax passes for a Python float
           a.type_index = kTPFloat;
           a.v_float64 = *static_cast<const double*>(scalar->value);
@@ -903,6 +911,7 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
   plan->tp_slot = slot_of("tp_op");
   for (ParamPlan& p : plan->params)
     if (p.source == Source::kAttr) p.attr_slot = slot_of(p.attr);
+  plan->n_params = static_cast<int32_t>(plan->params.size());
   plan->fast = plan->params.size() <= static_cast<size_t>(kFastParams) && n_alloc <= kFastAlloc;
   for (const ParamPlan& p : plan->params) {
     const bool view = (p.source == Source::kInput || p.source == Source::kOutput) && p.kind == kTPDLTensorPtr;
