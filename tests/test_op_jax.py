@@ -97,9 +97,25 @@ tp::Tensor own_buffer(tp::TensorView x) {
   for (int64_t i = 0; i < x.numel(); ++i) y.mutable_data_ptr<float>()[i] = x.data_ptr<float>()[i] + 10;
   return y;
 }
+
+// Shares its result between copies (inside jax.jit a lent XLA buffer, whose count lives in
+// the handler's frame): y = [use_count with a copy alive, use_count after, x...].
+tp::Tensor shared_counts(tp::TensorView x) {
+  tp::Tensor y = tp::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
+  float* o = y.mutable_data_ptr<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) o[i] = x.data_ptr<float>()[i];
+  {
+    tp::Tensor copy = y;
+    tp::Tensor exported = tp::Tensor::FromDLPackVersioned(copy.ToDLPackVersioned());
+    o[0] = static_cast<float>(y.use_count());
+  }
+  o[1] = static_cast<float>(y.use_count());
+  return y;
+}
 """
 
-FUNCTIONS = ["axpy", "outer_range", "shift_and_scale", "scale", "checked_sqrt", "allocates_twice", "own_buffer"]
+FUNCTIONS = ["axpy", "outer_range", "shift_and_scale", "scale", "checked_sqrt", "allocates_twice", "own_buffer",
+             "shared_counts"]
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +137,7 @@ def ops(mod):
         "checked_sqrt": tensorplug.op("tpjax::checked_sqrt", mod.checked_sqrt, returns=like_x),
         "allocates_twice": tensorplug.op("tpjax::allocates_twice", mod.allocates_twice, returns=like_x),
         "own_buffer": tensorplug.op("tpjax::own_buffer", mod.own_buffer, returns=like_x),
+        "shared_counts": tensorplug.op("tpjax::shared_counts", mod.shared_counts, returns=like_x),
         # A rule that disagrees with what the kernel allocates: (n, x.shape[0]) for (x.shape[0], n).
         "bad_rule": tensorplug.op("tpjax::outer_range_bad_rule", mod.outer_range,
                                   returns=tensorplug.Output(("n", "x.shape[0]"), "x")),
@@ -203,6 +220,15 @@ def test_jit_of_op_with_two_results_optional_tensor_bool_and_str(ops):
 def test_kernel_can_return_a_buffer_of_its_own_on_cpu(ops):
     y = jax.jit(ops["own_buffer"])(jnp.asarray(f32(1, 2)))
     np.testing.assert_array_equal(np.asarray(y), f32(11, 12))
+
+
+def test_result_buffer_shared_between_tensor_copies_counts_them(ops):
+    # FromEnvAlloc inside jax.jit lends XLA's result buffer (TPLentTensorDeleter): copies
+    # and exports of the Tensor count in the lender's scratch, as for any other allocator.
+    op = ops["shared_counts"]
+    x = f32(7, 7, 3)
+    for y in (jax.jit(op)(jnp.asarray(x)), op(x)):
+        np.testing.assert_array_equal(np.asarray(y), f32(3, 1, 3))
 
 
 # ------------------------------------------------------------------- transforms ----

@@ -81,7 +81,17 @@ struct OpPlan {
   int32_t n_attrs;    // attributes of every call: one per kAttr parameter, and tp_op
   int32_t tp_slot;    // the position of tp_op among them
   int32_t n_items;    // tensors in views lists, all lists together
+  int32_t n_params;   // params.size()
+  // The fast path (RunFast): every parameter a view of one buffer, a numeric scalar
+  // attribute or None, at most kFastParams of them and kFastAlloc allocated results.
+  bool fast;
 };
+
+// Limits of the fast path: its arrays live in the handler's frame at fixed sizes. Calls
+// beyond them (or whose buffers exceed kFastRank dimensions) take the general path.
+constexpr int32_t kFastParams = 16;
+constexpr int32_t kFastAlloc = 4;
+constexpr int64_t kFastRank = 8;
 
 // Plans never die: XLA executables compiled against a plan may run until the process ends.
 // Redefining a name installs a new plan and keeps the old one.
@@ -93,6 +103,26 @@ std::unordered_map<std::string_view, OpPlan*>& Plans() {
 
 // Bumped by every definition: invalidates the per-thread caches below.
 std::atomic<uint64_t> g_plans_generation{1};
+
+// Equal bytes, compared a word at a time inline (op names are short: a memcmp call costs
+// more than the compare).
+inline bool BytesEqual(const char* a, const char* b, size_t len) {
+  uint64_t wa, wb;
+  if (len < 8) {
+    for (size_t i = 0; i < len; ++i)
+      if (a[i] != b[i]) return false;
+    return true;
+  }
+  for (size_t i = 0; i + 8 < len; i += 8) {
+    std::memcpy(&wa, a + i, 8);
+    std::memcpy(&wb, b + i, 8);
+    if (wa != wb) return false;
+  }
+  // The last 8 bytes (overlapping the words above when len is not a multiple of 8).
+  std::memcpy(&wa, a + len - 8, 8);
+  std::memcpy(&wb, b + len - 8, 8);
+  return wa == wb;
+}
 
 // Inlined where `len` is a constant (the compiler then compares words, not bytes).
 inline bool SpanEquals(const ByteSpan* span, const char* text, size_t len) {
@@ -125,7 +155,7 @@ const OpPlan* PlanOf(const Attrs& attrs, const ByteSpan** op_name) {
     const int64_t slot = plan->tp_slot;
     if (slot < attrs.size && attrs.types[slot] == kAttrString && SpanEquals(attrs.names[slot], "tp_op", 5)) {
       const auto* value = static_cast<const ByteSpan*>(attrs.attrs[slot]);
-      if (value->len == plan->name.size() && std::memcmp(value->ptr, plan->name.data(), value->len) == 0) return plan;
+      if (value->len == plan->name.size() && BytesEqual(value->ptr, plan->name.data(), value->len)) return plan;
     }
   }
   AttrType type;
@@ -189,6 +219,11 @@ ErrorCode CodeForKind(const char* kind) {
 }
 
 // ------------------------------------------------------- the call in flight ----
+// The scratch bytes of one lent result tensor (TPLentTensorDeleter).
+struct alignas(void*) LentScratch {
+  unsigned char bytes[TENSORPLUG_LENT_SCRATCH_BYTES];
+};
+
 // What the result allocator needs; one per handler invocation, found through a
 // thread-local (DLPackManagedTensorAllocator has no context argument).
 struct XlaCall {
@@ -197,16 +232,18 @@ struct XlaCall {
   DLDevice device;
   int32_t next_alloc;
   // The managed tensors FromEnvAlloc hands out, one per allocated result: they describe
-  // XLA's buffers, own nothing (no deleter) and live in the handler's frame, because the
-  // buffers themselves are valid for the call only.
+  // XLA's buffers, own nothing (lent: TPLentTensorDeleter) and live in the handler's
+  // frame, because the buffers themselves are valid for the call only.
   DLManagedTensorVersioned* slots;
-  int64_t* slot_strides;  // rank entries per slot, in result order
-  std::string error;      // set when the allocator refused, so the handler reports it as is
+  LentScratch* scratch;   // one per slot: where the kernel's Tensor keeps its count (c_api.h)
+  int64_t* next_strides;  // where the next slot's strides go (rank entries each)
+  // Set when the allocator refused, so the handler reports it as is (made on that path only).
+  std::unique_ptr<std::string> error;
 };
 thread_local XlaCall* tls_call __attribute__((tls_model("initial-exec"))) = nullptr;
 
 // Row-major compact strides, as XLA lays buffers out by default.
-void FillStrides(int64_t rank, const int64_t* dims, int64_t* strides) {
+inline void FillStrides(int64_t rank, const int64_t* dims, int64_t* strides) {
   int64_t step = 1;
   for (int64_t i = rank - 1; i >= 0; --i) {
     strides[i] = step;
@@ -224,27 +261,24 @@ bool IsCompact(const DLTensor& t) {
   return true;
 }
 
-// FromEnvAlloc inside the handler: result buffer n_outputs + k for the k-th allocation,
-// after checking that the kernel asks for exactly the shape the op's shape rule declared.
-int AllocXlaResultImpl(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
-                       void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
-  XlaCall* call = tls_call;
-  // Request errors (ValueError): TPEnvAllocTensor then reports them as they are, without
-  // probing the allocator again. The first message of a call is the one kept.
+// Why the allocator refused request `prototype` of `call` (the slow path: messages are
+// built here only). Request errors (ValueError): TPEnvAllocTensor then reports them as
+// they are, without probing the allocator again. The first message of a call is kept.
+__attribute__((noinline)) int RefuseAlloc(XlaCall* call, const DLTensor* prototype, void* error_ctx,
+                                          void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
   auto fail = [&](const char* kind, std::string message) {
-    if (call && call->error.empty()) call->error = message;
+    if (call && !call->error) call->error = std::make_unique<std::string>(message);
     set_error(error_ctx, kind, message.c_str());
     return -1;
   };
   if (call == nullptr) return fail("RuntimeError", "the XLA result allocator was used outside an XLA call");
   const OpPlan& plan = *call->plan;
   const int32_t k = call->next_alloc;
-  // Messages are built on the error paths only: this runs once per result, per call.
-  auto call_text = [&] { return "op '" + plan.op + "': Tensor::FromEnvAlloc call " + std::to_string(k + 1); };
+  const std::string call_text = "op '" + plan.op + "': Tensor::FromEnvAlloc call " + std::to_string(k + 1);
   if (k >= plan.n_alloc) {
-    return fail("ValueError", call_text() + " (" + ShapeText(prototype->dtype, prototype->ndim, prototype->shape) +
-                                    ") is one more than the " + std::to_string(plan.n_alloc) +
-                                    " result(s) its shape rule declares");
+    return fail("ValueError", call_text + " (" + ShapeText(prototype->dtype, prototype->ndim, prototype->shape) +
+                                  ") is one more than the " + std::to_string(plan.n_alloc) +
+                                  " result(s) its shape rule declares");
   }
   const Buffer* buffer = static_cast<const Buffer*>(call->rets->rets[plan.n_outputs + k]);
   const DTypeEntry* entry = FromXla(buffer->dtype);
@@ -252,30 +286,49 @@ int AllocXlaResultImpl(DLTensor* prototype, DLManagedTensorVersioned** out, void
               prototype->dtype.bits == entry->dl.bits && prototype->dtype.lanes == 1;
   for (int32_t i = 0; same && i < prototype->ndim; ++i) same = prototype->shape[i] == buffer->dims[i];
   if (!same) {
-    return fail("ValueError", call_text() + " asked for " + ShapeText(prototype->dtype, prototype->ndim, prototype->shape) +
+    return fail("ValueError", call_text + " asked for " + ShapeText(prototype->dtype, prototype->ndim, prototype->shape) +
                                   ", but the op's shape rule declares " +
                                   (entry ? ShapeText(entry->dl, buffer->rank, buffer->dims) : std::string("?")) +
                                   " for result " + std::to_string(k));
   }
   if (prototype->device.device_type != call->device.device_type ||
       prototype->device.device_id != call->device.device_id) {
-    return fail("ValueError", call_text() + " asked for device type " + std::to_string(prototype->device.device_type) +
+    return fail("ValueError", call_text + " asked for device type " + std::to_string(prototype->device.device_type) +
                                   ":" + std::to_string(prototype->device.device_id) + ", but XLA runs it on " +
                                   std::to_string(call->device.device_type) + ":" +
                                   std::to_string(call->device.device_id));
   }
-  if (!IsCompact(*prototype)) {
-    return fail("ValueError", call_text() + " asked for non-contiguous strides; XLA results are row-major contiguous");
+  return fail("ValueError", call_text + " asked for non-contiguous strides; XLA results are row-major contiguous");
+}
+
+// FromEnvAlloc inside the handler: result buffer n_outputs + k for the k-th allocation,
+// after checking that the kernel asks for exactly the shape the op's shape rule declared.
+// The checks run inline; any mismatch goes to RefuseAlloc for its message.
+int AllocXlaResultImpl(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                       void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
+  XlaCall* call = tls_call;
+  if (__builtin_expect(call == nullptr || call->next_alloc >= call->plan->n_alloc, 0)) {
+    return RefuseAlloc(call, prototype, error_ctx, set_error);
   }
+  const int32_t k = call->next_alloc;
+  const Buffer* buffer = static_cast<const Buffer*>(call->rets->rets[call->plan->n_outputs + k]);
+  const DTypeEntry* entry = FromXla(buffer->dtype);
+  const int32_t ndim = prototype->ndim;
+  bool same = entry != nullptr && ndim == buffer->rank && prototype->dtype.code == entry->dl.code &&
+              prototype->dtype.bits == entry->dl.bits && prototype->dtype.lanes == 1 &&
+              prototype->device.device_type == call->device.device_type &&
+              prototype->device.device_id == call->device.device_id;
+  for (int32_t i = 0; same && i < ndim; ++i) same = prototype->shape[i] == buffer->dims[i];
+  if (__builtin_expect(!same || !IsCompact(*prototype), 0)) return RefuseAlloc(call, prototype, error_ctx, set_error);
   DLManagedTensorVersioned* slot = &call->slots[k];
-  int64_t* strides = call->slot_strides;
-  for (int32_t j = 0; j < k; ++j) strides += call->slots[j].dl_tensor.ndim;
-  FillStrides(buffer->rank, buffer->dims, strides);
+  int64_t* strides = call->next_strides;
+  call->next_strides += ndim;
+  FillStrides(ndim, buffer->dims, strides);
   slot->version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-  slot->manager_ctx = nullptr;
-  slot->deleter = nullptr;
+  slot->manager_ctx = &call->scratch[k];
+  slot->deleter = TPLentTensorDeleter;
   slot->flags = 0;
-  slot->dl_tensor = DLTensor{buffer->data, call->device, prototype->ndim, prototype->dtype, buffer->dims, strides, 0};
+  slot->dl_tensor = DLTensor{buffer->data, call->device, ndim, prototype->dtype, buffer->dims, strides, 0};
   *out = slot;
   call->next_alloc = k + 1;
   return 0;
@@ -389,6 +442,154 @@ Error* MismatchError(const Api* api, const OpPlan& plan, const CallFrame* frame)
                        " (tp_op and one per non-None scalar or int list argument)");
 }
 
+// After the function ran: its error, or its results checked against XLA's result buffers
+// (the function's tensors must be those buffers, in order).
+Error* FinishCall(const Api* api, const OpPlan& plan, CallFrame* frame, DLDevice device, int rc, const XlaCall& call,
+                  TPAny* result_ptr) {
+  TPAny& result = *result_ptr;
+  if (rc != 0) {
+    if (call.error) return MakeError(api, kErrorInvalidArgument, *call.error);
+    const char* kind = "RuntimeError";
+    const char* message = "unknown error";
+    TPErrorGet(&kind, &message);
+    std::string text = plan.op + "(): " + kind + ": " + message;
+    ErrorCode code = CodeForKind(kind);
+    TPErrorClear();
+    return MakeError(api, code, text);
+  }
+
+  // Results: the function's tensors must be XLA's result buffers, in order. The common case
+  // first: one result, the buffer FromEnvAlloc handed out (the handler's own slot, nothing
+  // to release).
+  if (plan.n_alloc == 1 && result.type_index == kTPTensor &&
+      result.v_tensor->dl_tensor.data == static_cast<const Buffer*>(frame->rets.rets[plan.n_outputs])->data &&
+      result.v_tensor->dl_tensor.byte_offset == 0) {
+    if (result.v_tensor->deleter != TPLentTensorDeleter) TPAnyRelease(&result);
+    return nullptr;
+  }
+  if (result.type_index == kTPNone) {
+    if (plan.n_alloc == 0) return nullptr;  // destination passing: nothing to check or release
+    return MakeError(api, kErrorInvalidArgument,
+                     "op '" + plan.op + "' returned 0 tensor(s), but its shape rule declares " +
+                         std::to_string(plan.n_alloc));
+  }
+  std::string error;
+  int32_t returned = 0;
+  bool ok = true;
+  if (result.type_index == kTPTuple) {
+    returned = result.v_tuple->size;
+    for (int32_t k = 0; ok && k < returned && k < plan.n_alloc; ++k)
+      ok = TakeResult(plan, &frame->rets, device, k, &result.v_tuple->items[k], &error);
+  } else {
+    returned = 1;
+    // The common case inline: the kernel returned XLA's buffer, as FromEnvAlloc made it.
+    const bool is_buffer = plan.n_alloc >= 1 && result.type_index == kTPTensor &&
+                           result.v_tensor->dl_tensor.data == static_cast<const Buffer*>(frame->rets.rets[plan.n_outputs])->data &&
+                           result.v_tensor->dl_tensor.byte_offset == 0;
+    if (plan.n_alloc >= 1 && !is_buffer) ok = TakeResult(plan, &frame->rets, device, 0, &result, &error);
+  }
+  TPAnyRelease(&result);
+  if (!ok) return MakeError(api, kErrorInvalidArgument, error);
+  if (returned != plan.n_alloc) {
+    return MakeError(api, kErrorInvalidArgument,
+                     "op '" + plan.op + "' returned " + std::to_string(returned) +
+                         " tensor(s), but its shape rule declares " + std::to_string(plan.n_alloc));
+  }
+  return nullptr;
+}
+
+// The fast path for plans whose parameters are all buffer views, numeric scalar attributes
+// or None (RunOp checked the call's sizes against the plan): fixed arrays in the frame, one
+// pass over the parameters, no strings. Returns false, having called nothing, when the call
+// needs the general path (an element type without a DLPack equivalent, a buffer of more
+// than kFastRank dimensions, an attribute of another type): that path reports the error.
+bool RunFast(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream, Error** error) {
+  TPAny args[kFastParams];
+  DLTensor views[kFastParams];
+  int64_t strides[kFastParams * kFastRank];
+  int64_t result_strides[kFastAlloc * kFastRank];
+  DLManagedTensorVersioned slots[kFastAlloc];
+  LentScratch scratch[kFastAlloc];
+  for (int32_t k = 0; k < plan.n_alloc; ++k) {
+    const int64_t rank = static_cast<const Buffer*>(frame->rets.rets[plan.n_outputs + k])->rank;
+    if (static_cast<uint64_t>(rank) > static_cast<uint64_t>(kFastRank)) return false;
+  }
+  const int32_t n = plan.n_params;
+  const ParamPlan* params = plan.params.data();
+  int64_t* next_strides = strides;
+  int64_t unit_stride = 1;
+  for (int32_t i = 0; i < n; ++i) {
+    const ParamPlan& p = params[i];
+    TPAny& a = args[i];
+    switch (p.source) {
+      case Source::kInput:
+      case Source::kOutput: {
+        const bool written = p.source == Source::kOutput;
+        const Buffer* buffer =
+            static_cast<const Buffer*>(written ? frame->rets.rets[p.index] : frame->args.args[p.index]);
+        const DTypeEntry* entry = FromXla(buffer->dtype);
+        const int64_t rank = buffer->rank;
+        if (entry == nullptr || static_cast<uint64_t>(rank) > static_cast<uint64_t>(kFastRank)) return false;
+        // One dimension: its compact stride is 1 whatever its extent (one shared entry).
+        int64_t* view_strides = &unit_stride;
+        if (rank > 1) {
+          view_strides = next_strides;
+          FillStrides(rank, buffer->dims, view_strides);
+          next_strides += rank;
+        }
+        views[i] = DLTensor{buffer->data, device, static_cast<int32_t>(rank), entry->dl, buffer->dims, view_strides, 0};
+        a.type_index = kTPDLTensorPtr;
+        a.flags = written ? 0u : TP_ANY_FLAG_READ_ONLY;
+        a.v_dltensor = &views[i];
+        break;
+      }
+      case Source::kAttr: {
+        const int32_t slot = p.attr_slot;
+        const ByteSpan* attr_name = frame->attrs.names[slot];
+        if (frame->attrs.types[slot] != kAttrScalar || attr_name->len != p.attr.size() ||
+            attr_name->ptr[0] != p.attr.front() || attr_name->ptr[attr_name->len - 1] != p.attr.back()) {
+          return false;
+        }
+        const auto* scalar = static_cast<const Scalar*>(frame->attrs.attrs[slot]);
+        a.flags = 0;
+        if (p.kind == kTPFloat && scalar->dtype == kF64) {  // what jax passes for a Python float
+          a.type_index = kTPFloat;
+          a.v_float64 = *static_cast<const double*>(scalar->value);
+          break;
+        }
+        int64_t iv = 0;
+        double dv = 0;
+        bool is_float = false;
+        if (!ScalarValue(scalar, &iv, &dv, &is_float) || (is_float && p.kind != kTPFloat)) return false;
+        if (p.kind == kTPFloat) {
+          a.type_index = kTPFloat;
+          a.v_float64 = is_float ? dv : static_cast<double>(iv);
+        } else {
+          a.type_index = p.kind == kTPBool ? kTPBool : kTPInt;
+          a.v_int64 = p.kind == kTPBool ? (iv != 0) : iv;
+        }
+        break;
+      }
+      default:  // kNone (RunOp sends other sources to the general path)
+        a = TPAny{};
+        break;
+    }
+  }
+  XlaCall call{&plan, &frame->rets, device, 0, slots, scratch, result_strides, nullptr};
+  TPAny result;
+  result.type_index = kTPNone;
+  int rc;
+  {
+    EnvScope env(device, stream, &call);
+    rc = plan.entry(plan.self, args, n, &result);
+  }
+  // Destination passing, the common case: nothing returned, nothing to check.
+  *error = rc == 0 && result.type_index == kTPNone && plan.n_alloc == 0
+               ? nullptr
+               : FinishCall(frame->api, plan, frame, device, rc, call, &result);
+  return true;
+}
+
 Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
   const Api* api = frame->api;
   if (frame->extension_start != nullptr && frame->extension_start->type == kExtensionMetadata) {
@@ -434,6 +635,11 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
     stream = args.stream;
   }
 
+  if (plan.fast) {
+    Error* error = nullptr;
+    if (RunFast(frame, plan, device, stream, &error)) return error;
+  }
+
   // Every buffer's rank, checked once; their sum sizes the strides below.
   uint64_t total_rank = 0;
   bool ranks_ok = true;
@@ -467,6 +673,7 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
   FrameArray<TPAny, 16> items(static_cast<size_t>(plan.n_items));         // views lists' items
   FrameArray<int64_t, 64> strides(2 * total_rank + 1);  // views (at most every buffer), then result slots
   FrameArray<DLManagedTensorVersioned, 4> slots(static_cast<size_t>(plan.n_alloc));
+  FrameArray<LentScratch, 4> scratch(static_cast<size_t>(plan.n_alloc));
   FrameArray<TPArray, 16> lists(n);        // views arguments (by parameter)
   FrameArray<TPIntArray, 16> int_arrays(n);  // ints arguments (by parameter)
   std::vector<std::string> strings;  // str and dtype attributes, NUL-terminated (stable: reserved)
@@ -586,7 +793,7 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
     }
   }
 
-  XlaCall call{&plan, &frame->rets, device, 0, slots.data, strides.data + total_rank, std::string()};
+  XlaCall call{&plan, &frame->rets, device, 0, slots.data, scratch.data, strides.data + total_rank, nullptr};
   TPAny result;
   result.type_index = kTPNone;
   int rc;
@@ -595,47 +802,7 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
     rc = plan.entry(plan.self, args.data, static_cast<int32_t>(n), &result);
   }
   // kTPTensor arguments were moved into the callee; views own nothing.
-  if (rc != 0) {
-    if (!call.error.empty()) return MakeError(api, kErrorInvalidArgument, call.error);
-    const char* kind = "RuntimeError";
-    const char* message = "unknown error";
-    TPErrorGet(&kind, &message);
-    std::string text = plan.op + "(): " + kind + ": " + message;
-    ErrorCode code = CodeForKind(kind);
-    TPErrorClear();
-    return MakeError(api, code, text);
-  }
-
-  // Results: the function's tensors must be XLA's result buffers, in order.
-  if (result.type_index == kTPNone) {
-    if (plan.n_alloc == 0) return nullptr;  // destination passing: nothing to check or release
-    return MakeError(api, kErrorInvalidArgument,
-                     "op '" + plan.op + "' returned 0 tensor(s), but its shape rule declares " +
-                         std::to_string(plan.n_alloc));
-  }
-  std::string error;
-  int32_t returned = 0;
-  bool ok = true;
-  if (result.type_index == kTPTuple) {
-    returned = result.v_tuple->size;
-    for (int32_t k = 0; ok && k < returned && k < plan.n_alloc; ++k)
-      ok = TakeResult(plan, &frame->rets, device, k, &result.v_tuple->items[k], &error);
-  } else {
-    returned = 1;
-    // The common case inline: the kernel returned XLA's buffer, as FromEnvAlloc made it.
-    const bool is_buffer = plan.n_alloc >= 1 && result.type_index == kTPTensor &&
-                           result.v_tensor->dl_tensor.data == static_cast<const Buffer*>(frame->rets.rets[plan.n_outputs])->data &&
-                           result.v_tensor->dl_tensor.byte_offset == 0;
-    if (plan.n_alloc >= 1 && !is_buffer) ok = TakeResult(plan, &frame->rets, device, 0, &result, &error);
-  }
-  TPAnyRelease(&result);
-  if (!ok) return MakeError(api, kErrorInvalidArgument, error);
-  if (returned != plan.n_alloc) {
-    return MakeError(api, kErrorInvalidArgument,
-                     "op '" + plan.op + "' returned " + std::to_string(returned) +
-                         " tensor(s), but its shape rule declares " + std::to_string(plan.n_alloc));
-  }
-  return nullptr;
+  return FinishCall(api, plan, frame, device, rc, call, &result);
 }
 
 // The handlers XLA calls: no C++ exception may cross into XLA.
@@ -744,6 +911,13 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
   plan->tp_slot = slot_of("tp_op");
   for (ParamPlan& p : plan->params)
     if (p.source == Source::kAttr) p.attr_slot = slot_of(p.attr);
+  plan->n_params = static_cast<int32_t>(plan->params.size());
+  plan->fast = plan->params.size() <= static_cast<size_t>(kFastParams) && n_alloc <= kFastAlloc;
+  for (const ParamPlan& p : plan->params) {
+    const bool view = (p.source == Source::kInput || p.source == Source::kOutput) && p.kind == kTPDLTensorPtr;
+    const bool scalar = p.source == Source::kAttr && (p.kind == kTPFloat || p.kind == kTPInt || p.kind == kTPBool);
+    plan->fast = plan->fast && (view || scalar || p.source == Source::kNone);
+  }
   TPFunctionRetain(func);
   plan->func = func;
   plan->entry = TPFunctionGetEntry(func, &plan->self);

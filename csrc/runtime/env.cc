@@ -133,69 +133,15 @@ std::string DeviceName(DLDevice device) {
   return name + ":" + std::to_string(device.device_id);
 }
 
-}  // namespace
-
-extern "C" {
-
-void* TPEnvGetStream(int32_t device_type, int32_t device_id) {
-  const StreamTable* table = tls_streams;
-  if (!table) return nullptr;
-  for (const StreamEntry& e : table->entries) {
-    if (e.device_type == device_type && e.device_id == device_id) return e.stream;
-  }
-  return nullptr;
-}
-
-void* TPEnvSetStream(int32_t device_type, int32_t device_id, void* stream) {
-  StreamTable* table = tls_streams;
-  if (!table) {
-    if (stream == nullptr) return nullptr;  // the default needs no entry
-    // Freed with the thread: a thread_local owner runs its destructor at thread exit.
-    static thread_local std::unique_ptr<StreamTable> owner(new StreamTable);
-    table = tls_streams = owner.get();
-  }
-  for (StreamEntry& e : table->entries) {
-    if (e.device_type == device_type && e.device_id == device_id) {
-      void* previous = e.stream;
-      e.stream = stream;
-      return previous;
-    }
-  }
-  if (stream != nullptr) table->entries.push_back({device_type, device_id, stream});
-  return nullptr;
-}
-
-DLPackManagedTensorAllocator TPEnvGetAllocator(void) { return tls_allocator; }
-
-DLPackManagedTensorAllocator TPEnvSetAllocator(DLPackManagedTensorAllocator alloc) {
-  DLPackManagedTensorAllocator previous = tls_allocator;
-  tls_allocator = alloc;
-  return previous;
-}
-
-int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out) {
-  if (out == nullptr) return -1;
-  *out = nullptr;
-  if (prototype == nullptr) {
-    TPErrorSet("ValueError", "TPEnvAllocTensor: prototype is NULL");
-    return -1;
-  }
+// TPEnvAllocTensor's failures, out of line (the success path stays short): a malformed
+// request (`problem`), or what `alloc` refused.
+// `alloc` is nullptr when no allocator was asked: a request of more than 2^63 - 1 bytes.
+__attribute__((noinline)) int ReportAllocFailure(DLTensor* prototype, DLPackManagedTensorAllocator alloc,
+                                                 const char* problem) {
   try {  // a C entry point: std::string may throw std::bad_alloc
-    if (const char* problem = CheckPrototype(*prototype)) {
-      return Fail("ValueError", std::string("cannot allocate a tensor: ") + problem);
-    }
-    // No allocator can hold more than 2^63 - 1 bytes, and not every framework checks its own
-    // size arithmetic (paddle 3.3 wraps 2^64 bytes to an empty block that the kernel would
-    // then write): such a request is refused here, before any allocator sees it.
-    uint64_t request_bytes = 0;
-    const bool addressable = CheckedNumBytes(*prototype, &request_bytes) && request_bytes <= uint64_t(INT64_MAX);
-    DLPackManagedTensorAllocator alloc = tls_allocator ? tls_allocator : DefaultCPUAllocator;
-    TPErrorClear();
-    if (!addressable) {
-      TPErrorSet("MemoryError", "more than 2^63 - 1 bytes, which no allocator can address");
-    } else if (alloc(prototype, out, nullptr, SetErrorToThread) == 0 && *out != nullptr) {
-      return 0;
-    }
+    if (problem != nullptr) return Fail("ValueError", std::string("cannot allocate a tensor: ") + problem);
+    const bool addressable = alloc != nullptr;  // nullptr: refused for its size, before any allocator
+    if (!addressable) TPErrorSet("MemoryError", "more than 2^63 - 1 bytes, which no allocator can address");
     // Whatever the framework said, the caller learns what was asked for and where. Errors
     // about the request itself keep their kind; the rest is out-of-memory from the caller's
     // view (frameworks report that as RuntimeError or worse).
@@ -242,6 +188,72 @@ int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out) {
     TPErrorSet("MemoryError", "TPEnvAllocTensor: out of memory while reporting an allocation failure");
     return -1;
   }
+}
+
+}  // namespace
+
+extern "C" {
+
+void* TPEnvGetStream(int32_t device_type, int32_t device_id) {
+  const StreamTable* table = tls_streams;
+  if (!table) return nullptr;
+  for (const StreamEntry& e : table->entries) {
+    if (e.device_type == device_type && e.device_id == device_id) return e.stream;
+  }
+  return nullptr;
+}
+
+void* TPEnvSetStream(int32_t device_type, int32_t device_id, void* stream) {
+  StreamTable* table = tls_streams;
+  if (!table) {
+    if (stream == nullptr) return nullptr;  // the default needs no entry
+    // Freed with the thread: a thread_local owner runs its destructor at thread exit.
+    static thread_local std::unique_ptr<StreamTable> owner(new StreamTable);
+    table = tls_streams = owner.get();
+  }
+  for (StreamEntry& e : table->entries) {
+    if (e.device_type == device_type && e.device_id == device_id) {
+      void* previous = e.stream;
+      e.stream = stream;
+      return previous;
+    }
+  }
+  if (stream != nullptr) table->entries.push_back({device_type, device_id, stream});
+  return nullptr;
+}
+
+void TPLentTensorDeleter(DLManagedTensorVersioned*) {}
+
+DLPackManagedTensorAllocator TPEnvGetAllocator(void) { return tls_allocator; }
+
+DLPackManagedTensorAllocator TPEnvSetAllocator(DLPackManagedTensorAllocator alloc) {
+  DLPackManagedTensorAllocator previous = tls_allocator;
+  tls_allocator = alloc;
+  return previous;
+}
+
+int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out) {
+  if (out == nullptr) return -1;
+  *out = nullptr;
+  if (prototype == nullptr) {
+    TPErrorSet("ValueError", "TPEnvAllocTensor: prototype is NULL");
+    return -1;
+  }
+  if (const char* problem = CheckPrototype(*prototype)) {
+    return ReportAllocFailure(prototype, nullptr, problem);
+  }
+  // No allocator can hold more than 2^63 - 1 bytes, and not every framework checks its own
+  // size arithmetic (paddle 3.3 wraps 2^64 bytes to an empty block that the kernel would
+  // then write): such a request is refused here, before any allocator sees it.
+  uint64_t request_bytes = 0;
+  if (!CheckedNumBytes(*prototype, &request_bytes) || request_bytes > uint64_t(INT64_MAX)) {
+    TPErrorClear();
+    return ReportAllocFailure(prototype, nullptr, nullptr);
+  }
+  DLPackManagedTensorAllocator alloc = tls_allocator ? tls_allocator : DefaultCPUAllocator;
+  TPErrorClear();
+  if (alloc(prototype, out, nullptr, SetErrorToThread) == 0 && *out != nullptr) return 0;
+  return ReportAllocFailure(prototype, alloc, nullptr);
 }
 
 }  // extern "C"

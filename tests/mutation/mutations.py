@@ -74,7 +74,8 @@ MUTATIONS = [
              "(table->read_only == ReadOnlyPolicy::kProbe && table->is_read_only(obj))", "false",
              kit("TestReadOnly and numpy"), "read-only numpy arrays enter kernels writable"),
     Mutation("mutable-data-ptr-unchecked", "csrc/include/tensorplug/tensor.h",
-             "if (static_cast<const Derived*>(this)->is_read_only()) {", "if (false) {",
+             "if (TENSORPLUG_PRIVATE_UNLIKELY(static_cast<const Derived*>(this)->is_read_only())) ThrowReadOnly();",
+             "if (false) ThrowReadOnly();",
              ("tests/test_mview.py", "-k", "owning_parameter_checks_read_only"),
              "a kernel may write a read-only tensor it was handed as an owning Tensor"),
     # ---- strides and byte offsets ---------------------------------------------------------

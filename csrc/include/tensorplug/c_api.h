@@ -316,6 +316,15 @@ TP_API DLPackManagedTensorAllocator TPEnvSetAllocator(DLPackManagedTensorAllocat
  * 2^63 - 1 bytes, refused before any allocator sees it).
  */
 TP_API int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out);
+/*
+ * The deleter of a tensor an allocator lends for the current call only (XLA's result
+ * buffers inside jax.jit): it frees nothing. Such a tensor's manager_ctx points to
+ * TENSORPLUG_LENT_SCRATCH_BYTES bytes (aligned for pointers) that its consumer may use
+ * while it holds the tensor: tensorplug's Tensor keeps its reference count there instead
+ * of allocating one. Its strides are filled.
+ */
+TP_API void TPLentTensorDeleter(DLManagedTensorVersioned* self);
+#define TENSORPLUG_LENT_SCRATCH_BYTES 32
 
 /*
  * Provider storage: process-wide key -> value storage that kernel providers share (a

@@ -315,11 +315,15 @@ inline std::string ArgLabel(const CallInfo& info, size_t i) {
 }
 
 template <class T>
+TENSORPLUG_PRIVATE_COLD_NORETURN void ThrowArgType(const CallInfo& info, size_t i, const TPAny& value) {
+  TENSORPLUG_THROW(TypeError) << ArgLabel(info, i) << ": expected " << TypeCaster<T>::Expected() << ", got "
+                              << DescribeValue(value);
+}
+
+// Inline: one compare per argument on every call; the message is built out of line.
+template <class T>
 void CheckArg(const CallInfo& info, size_t i, const TPAny& value) {
-  if (!TypeCaster<T>::Accepts(value)) {
-    TENSORPLUG_THROW(TypeError) << ArgLabel(info, i) << ": expected " << TypeCaster<T>::Expected()
-                                << ", got " << DescribeValue(value);
-  }
+  if (TENSORPLUG_PRIVATE_UNLIKELY(!TypeCaster<T>::Accepts(value))) ThrowArgType<T>(info, i, value);
 }
 
 // Casters with a Convert(v, ArgName) overload returning T (the view casters) get the

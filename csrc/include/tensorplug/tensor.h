@@ -24,6 +24,15 @@
 #include "tensorplug/dtype.h"
 #include "tensorplug/error.h"
 
+// Branch hints for the accessors' checks: the throw paths are out of line.
+#if defined(__GNUC__) || defined(__clang__)
+#define TENSORPLUG_PRIVATE_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define TENSORPLUG_PRIVATE_COLD_NORETURN [[noreturn]] __attribute__((noinline, cold))
+#else
+#define TENSORPLUG_PRIVATE_UNLIKELY(x) (x)
+#define TENSORPLUG_PRIVATE_COLD_NORETURN [[noreturn]]
+#endif
+
 namespace tensorplug {
 
 /*!
@@ -248,29 +257,34 @@ class TensorAccessors {
   ~TensorAccessors() = default;
 
  private:
+  // The checks run inline on every accessor call; their throws are out of line (cold), so
+  // that the accessors inline into the kernel as a compare and a branch.
   ArgName ArgOf() const noexcept { return static_cast<const Derived*>(this)->arg(); }
   void* WritableAddress() const {
-    if (static_cast<const Derived*>(this)->is_read_only()) {
-      TENSORPLUG_THROW(ValueError) << ArgOf() << "tensor is read-only";
-    }
+    if (TENSORPLUG_PRIVATE_UNLIKELY(static_cast<const Derived*>(this)->is_read_only())) ThrowReadOnly();
     const DLTensor& t = dl();
     return static_cast<char*>(t.data) + t.byte_offset;
   }
   const DLTensor& dl() const {
     const DLTensor* t = static_cast<const Derived*>(this)->dltensor();
-    if (t == nullptr) TENSORPLUG_THROW(ValueError) << ArgOf() << "use of an undefined tensor";
+    if (TENSORPLUG_PRIVATE_UNLIKELY(t == nullptr)) ThrowUndefined();
     return *t;
   }
   template <class T>
   void CheckElementType(const char* accessor) const {
     if constexpr (DTypeTraits<T>::known) {
-      if (dl().dtype != DTypeTraits<T>::value) {
-        TENSORPLUG_THROW(TypeError) << ArgOf() << accessor << "<" << DTypeTraits<T>::value
-                                    << ">() called on a tensor of dtype " << dl().dtype;
-      }
+      if (TENSORPLUG_PRIVATE_UNLIKELY(dl().dtype != DTypeTraits<T>::value)) ThrowElementType(accessor, DTypeTraits<T>::value);
     } else {
       (void)accessor;
     }
+  }
+  TENSORPLUG_PRIVATE_COLD_NORETURN void ThrowReadOnly() const { TENSORPLUG_THROW(ValueError) << ArgOf() << "tensor is read-only"; }
+  TENSORPLUG_PRIVATE_COLD_NORETURN void ThrowUndefined() const {
+    TENSORPLUG_THROW(ValueError) << ArgOf() << "use of an undefined tensor";
+  }
+  TENSORPLUG_PRIVATE_COLD_NORETURN void ThrowElementType(const char* accessor, DLDataType asked) const {
+    TENSORPLUG_THROW(TypeError) << ArgOf() << accessor << "<" << asked << ">() called on a tensor of dtype "
+                                << dl().dtype;
   }
 };
 
@@ -520,14 +534,19 @@ struct NDAllocPayload {
   }
 };
 
-inline int32_t CheckShape(IntArrayView shape, const char* where) {
+TENSORPLUG_PRIVATE_COLD_NORETURN inline void ThrowBadShape(IntArrayView shape, const char* where) {
   if (shape.size() > TP_MAX_NDIM) {
     TENSORPLUG_THROW(ValueError) << where << ": " << shape.size() << " dimensions; tensorplug supports at most "
                                  << TP_MAX_NDIM;
   }
-  for (int64_t extent : shape) {
-    if (extent < 0) TENSORPLUG_THROW(ValueError) << where << ": negative extent in shape " << shape;
-  }
+  TENSORPLUG_THROW(ValueError) << where << ": negative extent in shape " << shape;
+}
+
+// Inline (every allocation checks its shape); the message is built out of line.
+inline int32_t CheckShape(IntArrayView shape, const char* where) {
+  bool ok = shape.size() <= TP_MAX_NDIM;
+  for (int64_t extent : shape) ok &= extent >= 0;
+  if (TENSORPLUG_PRIVATE_UNLIKELY(!ok)) ThrowBadShape(shape, where);
   return static_cast<int32_t>(shape.size());
 }
 
@@ -596,9 +615,7 @@ class Tensor : public detail::TensorAccessors<Tensor> {
    */
   static Tensor FromEnvAlloc(IntArrayView shape, DLDataType dtype, DLDevice device) {
     Tensor result = EnvAlloc(shape, nullptr, dtype, device);
-    if (!result.is_contiguous()) {
-      TENSORPLUG_THROW(RuntimeError) << "FromEnvAlloc: the allocator returned a non-contiguous tensor";
-    }
+    if (TENSORPLUG_PRIVATE_UNLIKELY(!result.is_contiguous())) ThrowNotContiguous();
     return result;
   }
   /*!
@@ -737,16 +754,40 @@ class Tensor : public detail::TensorAccessors<Tensor> {
     DLTensor prototype{nullptr, device, detail::CheckShape(shape, "FromEnvAlloc"), dtype,
                        const_cast<int64_t*>(shape.data()), const_cast<int64_t*>(strides), 0};
     DLManagedTensorVersioned* out = nullptr;
-    if (TPEnvAllocTensor(&prototype, &out) != 0) detail::ThrowLastError();
-    if (out == nullptr) TENSORPLUG_THROW(RuntimeError) << "FromEnvAlloc: the allocator returned no tensor";
-    Tensor result = FromDLPackVersioned(out);
-    if (result.sizes() != shape || result.dtype() != dtype || result.device() != device) {
-      TENSORPLUG_THROW(RuntimeError)
-          << "FromEnvAlloc: asked for " << dtype << shape << " on " << device
-          << ", the allocator returned " << result.dtype() << result.sizes() << " on "
-          << result.device();
+    if (TENSORPLUG_PRIVATE_UNLIKELY(TPEnvAllocTensor(&prototype, &out) != 0)) detail::ThrowLastError();
+    if (TENSORPLUG_PRIVATE_UNLIKELY(out == nullptr)) ThrowNoTensor();
+    Tensor result = out->deleter == &TPLentTensorDeleter ? Lent(out) : FromDLPackVersioned(out);
+    const DLTensor& t = *result.dltensor();
+    if (TENSORPLUG_PRIVATE_UNLIKELY(result.sizes() != shape || t.dtype != dtype ||
+                                    t.device.device_type != device.device_type ||
+                                    t.device.device_id != device.device_id)) {
+      ThrowAllocMismatch(result, shape, dtype, device);
     }
     return result;
+  }
+  // A tensor lent for the call (TPLentTensorDeleter): its reference count lives in the
+  // scratch bytes the lender provides (c_api.h), so no allocation is made for it.
+  static Tensor Lent(DLManagedTensorVersioned* managed) noexcept {
+    static_assert(sizeof(detail::TensorObj) <= TENSORPLUG_LENT_SCRATCH_BYTES &&
+                      alignof(detail::TensorObj) <= alignof(void*),
+                  "TensorObj must fit the lender's scratch bytes");
+    auto* obj = new (managed->manager_ctx) detail::TensorObj();
+    obj->managed = managed;
+    obj->embedded = true;  // nothing to free: the lender owns the storage
+    return Tensor(obj);
+  }
+  // FromEnvAlloc's errors, out of line (cold).
+  TENSORPLUG_PRIVATE_COLD_NORETURN static void ThrowNotContiguous() {
+    TENSORPLUG_THROW(RuntimeError) << "FromEnvAlloc: the allocator returned a non-contiguous tensor";
+  }
+  TENSORPLUG_PRIVATE_COLD_NORETURN static void ThrowNoTensor() {
+    TENSORPLUG_THROW(RuntimeError) << "FromEnvAlloc: the allocator returned no tensor";
+  }
+  TENSORPLUG_PRIVATE_COLD_NORETURN static void ThrowAllocMismatch(const Tensor& result, IntArrayView shape,
+                                                                  DLDataType dtype, DLDevice device) {
+    TENSORPLUG_THROW(RuntimeError) << "FromEnvAlloc: asked for " << dtype << shape << " on " << device
+                                   << ", the allocator returned " << result.dtype() << result.sizes() << " on "
+                                   << result.device();
   }
 
   detail::TensorObj* obj_ = nullptr;
