@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tensorplug
-from tensorplug import cpp
+from tensorplug import cpp, exchange
 
 jax = pytest.importorskip("jax", reason="jax not installed")
 jnp = jax.numpy
@@ -310,23 +310,41 @@ def test_wrong_scalar_type_names_the_argument(ops):
         jax.jit(lambda x: ops["outer_range"](x, 2.5))(jnp.asarray(f32(1)))
 
 
-def test_handler_refuses_an_undefined_op_and_a_call_without_tp_op(ops):
-    ops["scale"](jnp.zeros(1, jnp.float32), 1.0)  # registers the target
+def test_handler_of_a_slot_without_a_plan_is_an_error():
+    # Each plan slot has its own handler; one registered by hand before any plan filled
+    # its slot (the last one: the tests define far fewer) reports that, without crashing.
+    from tensorplug import _core
+    last = 2047
+    jax.ffi.register_ffi_target("tpjax_test::empty_slot", exchange.xla_ffi_handler("cpu", last), platform="cpu")
     x = jnp.asarray(f32(1))
     out = jax.ShapeDtypeStruct((1,), jnp.float32)
-    with raises_xla_error("tensorplug op 'tpjax::nope' is not defined in this process"):
-        np.asarray(jax.jit(lambda x: jax.ffi.ffi_call("tpjax::scale", out)(x, tp_op="tpjax::nope"))(x))
-    with raises_xla_error("tensorplug XLA handler called without its 'tp_op' attribute"):
-        np.asarray(jax.jit(lambda x: jax.ffi.ffi_call("tpjax::scale", out)(x))(x))
+    with raises_xla_error(f"tensorplug XLA handler {last} has no plan"):
+        np.asarray(jax.jit(lambda x: jax.ffi.ffi_call("tpjax_test::empty_slot", out)(x))(x))
+    with pytest.raises(ValueError, match=r"xla_ffi_handler\(\): slot must be in \[0, 2048\), got 2048"):
+        _core.xla_ffi_handler("cpu", 2048)
+    with pytest.raises(ValueError, match=r"xla_ffi_handler\(\): platform must be 'cpu' or 'cuda', got 'tpu'"):
+        _core.xla_ffi_handler("tpu", 0)
+
+
+def test_a_plan_key_keeps_its_slot(mod):
+    params = [("x", 0, 0, "", "view"), ("alpha", 2, 0, "alpha", "float")]
+    first = exchange.xla_ffi_define("tpjax_test::slot", mod.scale, params, 1, 0, 1)
+    again = exchange.xla_ffi_define("tpjax_test::slot", mod.scale, params, 1, 0, 1)
+    other = exchange.xla_ffi_define("tpjax_test::slot/other", mod.scale, params, 1, 0, 1)
+    assert first == again and other != first
+    assert 0 <= first < 2048 and 0 <= other < 2048
 
 
 def test_handler_checks_the_number_of_operands(ops):
     x = jnp.asarray(f32(1))
+    ops["scale"](x, 1.0)  # defines the plan and registers its target
     out = jax.ShapeDtypeStruct((1,), jnp.float32)
     with raises_xla_error((r"op 'tpjax::scale': XLA passed 2 argument\(s\) and 1 result\(s\), "
                                             r"expected 1 and 1")):
-        np.asarray(jax.jit(lambda x: jax.ffi.ffi_call("tpjax::scale", out)(x, x, tp_op="tpjax::scale",
-                                                                           alpha=np.float64(1)))(x))
+        np.asarray(jax.jit(lambda x: jax.ffi.ffi_call("tpjax::scale", out)(x, x, alpha=np.float64(1)))(x))
+    with raises_xla_error((r"op 'tpjax::scale': XLA passed 0 attribute\(s\), its plan expects 1 \(one per "
+                           r"non-None scalar or int list argument\)")):
+        np.asarray(jax.jit(lambda x: jax.ffi.ffi_call("tpjax::scale", out)(x))(x))
 
 
 # ------------------------------------------------------------------ eager calls ----

@@ -33,21 +33,23 @@ def jax_importer():
     return _core.jax_importer()
 
 
-def xla_ffi_handler(platform: str):
-    """The core's XLA FFI handler for ``platform`` (``"cpu"`` or ``"cuda"``), as the
-    capsule ``jax.ffi.register_ffi_target`` takes. It serves every op: the string attribute
-    ``tp_op`` names the plan (see :func:`xla_ffi_define`) each call runs."""
-    return _core.xla_ffi_handler(platform)
+def xla_ffi_handler(platform: str, slot: int):
+    """The core's XLA FFI handler of plan ``slot`` (what :func:`xla_ffi_define` returned) for
+    ``platform`` (``"cpu"`` or ``"cuda"``), as the capsule ``jax.ffi.register_ffi_target``
+    takes. Each slot has a handler function of its own: the function XLA calls names the
+    plan, so a call carries no attribute for it."""
+    return _core.xla_ffi_handler(platform, slot)
 
 
-def xla_ffi_define(key: str, function, params, n_inputs: int, n_outputs: int, n_alloc: int) -> None:
-    """Define the plan the XLA FFI handler runs for calls whose ``tp_op`` attribute is
-    ``key``: call ``function`` (a :class:`tensorplug.Function`) with one value per item of
+def xla_ffi_define(key: str, function, params, n_inputs: int, n_outputs: int, n_alloc: int) -> int:
+    """Define the plan that the handlers of the returned slot run (a key defined again keeps
+    its slot): call ``function`` (a :class:`tensorplug.Function`) with one value per item of
     ``params``, each ``(name, source, index, attribute, kind)``: source 0 takes XLA operand
     ``index`` (read-only), 1 XLA result ``index`` (a written parameter), 2 the attribute
     named ``attribute`` (None when absent), 3 None; kind is the parameter's signature kind
     (view, tensor, int, float, bool, str, dtype). The call has ``n_inputs`` operands and
     ``n_outputs + n_alloc`` results: the written parameters', then the ``n_alloc`` tensors
     the function allocates with ``Tensor::FromEnvAlloc``, handed out in order. Redefining
-    a key replaces its plan; plans live for the process (compiled computations keep them)."""
-    _core.xla_ffi_define(key, function, params, n_inputs, n_outputs, n_alloc)
+    a key replaces its plan; plans live for the process (compiled computations keep them).
+    A process defines at most 2048 keys (RuntimeError past that)."""
+    return _core.xla_ffi_define(key, function, params, n_inputs, n_outputs, n_alloc)

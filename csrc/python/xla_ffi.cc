@@ -1,9 +1,10 @@
 // The XLA FFI handler: runs an exported tensorplug function as an XLA custom call
 // (jax.ffi.ffi_call inside jax.jit, vmap, grad).
 //
-// One handler per platform serves every op. The op's name arrives as the string attribute
-// `tp_op`; its plan (which XLA argument, result or attribute feeds each parameter) is
-// registered from Python by xla_ffi_define before the op is traced. Per call the handler
+// Each plan (an op, in one call form) has a slot, and each slot its own handler function per
+// platform, registered as an XLA FFI target named after the plan: the function XLA calls
+// names the plan. The plan (which XLA argument, result or attribute feeds each parameter)
+// is defined from Python by xla_ffi_define before the op is traced. Per call the handler
 // turns XLA buffers into DLTensor views (no copy), attributes into scalars, binds XLA's
 // stream as the env stream and an allocator that hands out XLA's result buffers in order
 // (Tensor::FromEnvAlloc), calls the function through the C ABI, and checks what it
@@ -18,9 +19,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 #include <string>
-#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -68,7 +67,7 @@ struct ParamPlan {
 };
 
 struct OpPlan {
-  std::string name;  // the plan's key, which calls name in tp_op: "ns::op" or "ns::op/without:...", ...
+  std::string name;  // the plan's key (its XLA target's name): "ns::op" or "ns::op/without:...", ...
   std::string op;    // the op's name, for messages
   TPFunctionHandle func;  // one reference, never released (plans live for the process)
   TPPackedFunc entry;
@@ -78,8 +77,7 @@ struct OpPlan {
   int32_t n_outputs;  // results that are written parameters (first in XLA's results)
   int32_t n_alloc;    // results the function allocates with FromEnvAlloc (after them)
   int32_t n_strings;  // str and dtype parameters
-  int32_t n_attrs;    // attributes of every call: one per kAttr parameter, and tp_op
-  int32_t tp_slot;    // the position of tp_op among them
+  int32_t n_attrs;    // attributes of every call: one per kAttr parameter
   int32_t n_items;    // tensors in views lists, all lists together
   int32_t n_params;   // params.size()
   // The fast path (RunFast): every parameter a view of one buffer, a numeric scalar
@@ -94,79 +92,17 @@ constexpr int32_t kFastAlloc = 4;
 constexpr int64_t kFastRank = 8;
 
 // Plans never die: XLA executables compiled against a plan may run until the process ends.
-// Redefining a name installs a new plan and keeps the old one.
-std::shared_mutex g_plans_mutex;
-std::unordered_map<std::string_view, OpPlan*>& Plans() {
-  static auto* plans = new std::unordered_map<std::string_view, OpPlan*>();
-  return *plans;
-}
+// Redefining a key installs a new plan in the key's slot and keeps the old one. XLA's
+// handler signature carries no user data, so every slot has a handler function of its own
+// per platform (HandlerAt), and the slot is all the handler needs to find its plan: no
+// attribute to decode, no lookup. kMaxPlans bounds the plans one process defines.
+constexpr int32_t kMaxPlans = 2048;
+std::atomic<const OpPlan*> g_plan_slots[kMaxPlans];
 
-// Bumped by every definition: invalidates the per-thread caches below.
-std::atomic<uint64_t> g_plans_generation{1};
-
-// Equal bytes, compared a word at a time inline (op names are short: a memcmp call costs
-// more than the compare).
-inline bool BytesEqual(const char* a, const char* b, size_t len) {
-  uint64_t wa, wb;
-  if (len < 8) {
-    for (size_t i = 0; i < len; ++i)
-      if (a[i] != b[i]) return false;
-    return true;
-  }
-  for (size_t i = 0; i + 8 < len; i += 8) {
-    std::memcpy(&wa, a + i, 8);
-    std::memcpy(&wb, b + i, 8);
-    if (wa != wb) return false;
-  }
-  // The last 8 bytes (overlapping the words above when len is not a multiple of 8).
-  std::memcpy(&wa, a + len - 8, 8);
-  std::memcpy(&wb, b + len - 8, 8);
-  return wa == wb;
-}
-
-// Inlined where `len` is a constant (the compiler then compares words, not bytes).
-inline bool SpanEquals(const ByteSpan* span, const char* text, size_t len) {
-  return span->len == len && std::memcmp(span->ptr, text, len) == 0;
-}
-
-const void* FindAttr(const Attrs& attrs, std::string_view name, AttrType* type) {
-  for (int64_t i = 0; i < attrs.size; ++i) {
-    if (SpanEquals(attrs.names[i], name.data(), name.size())) {
-      *type = attrs.types[i];
-      return attrs.attrs[i];
-    }
-  }
-  return nullptr;
-}
-
-// The plan a call names in its tp_op attribute, or nullptr (then *op_name is the name
-// asked for, or nullptr when the call has no tp_op). Each XLA thread remembers the last
-// plan it ran and tries it first, at the position that plan gives tp_op (calls in a loop
-// run one op after another): no search, no lock, no hash.
-const OpPlan* PlanOf(const Attrs& attrs, const ByteSpan** op_name) {
-  struct LastPlan {
-    uint64_t generation;
-    const OpPlan* plan;
-  };
-  thread_local LastPlan last __attribute__((tls_model("initial-exec"))) = {0, nullptr};
-  const uint64_t generation = g_plans_generation.load(std::memory_order_acquire);
-  if (last.generation == generation) {
-    const OpPlan* plan = last.plan;
-    const int64_t slot = plan->tp_slot;
-    if (slot < attrs.size && attrs.types[slot] == kAttrString && SpanEquals(attrs.names[slot], "tp_op", 5)) {
-      const auto* value = static_cast<const ByteSpan*>(attrs.attrs[slot]);
-      if (value->len == plan->name.size() && BytesEqual(value->ptr, plan->name.data(), value->len)) return plan;
-    }
-  }
-  AttrType type;
-  const auto* name = static_cast<const ByteSpan*>(FindAttr(attrs, "tp_op", &type));
-  *op_name = name != nullptr && type == kAttrString ? name : nullptr;
-  if (*op_name == nullptr) return nullptr;
-  std::shared_lock lock(g_plans_mutex);
-  auto it = Plans().find(std::string_view(name->ptr, name->len));
-  if (it == Plans().end()) return nullptr;
-  last = LastPlan{generation, it->second};
-  return it->second;
+std::mutex g_define_mutex;  // definitions only (from Python): the names below
+std::unordered_map<std::string, int32_t>& SlotsByName() {
+  static auto* slots = new std::unordered_map<std::string, int32_t>();
+  return *slots;
 }
 
 // ------------------------------------------------------------------ dtypes ----
@@ -218,29 +154,94 @@ ErrorCode CodeForKind(const char* kind) {
   return kErrorInternal;
 }
 
-// ------------------------------------------------------- the call in flight ----
+// ------------------------------------------------------------ lent results ----
 // The scratch bytes of one lent result tensor (TPLentTensorDeleter).
 struct alignas(void*) LentScratch {
   unsigned char bytes[TENSORPLUG_LENT_SCRATCH_BYTES];
 };
 
-// What the result allocator needs; one per handler invocation, found through a
-// thread-local (DLPackManagedTensorAllocator has no context argument).
-struct XlaCall {
+// The managed tensors FromEnvAlloc hands out inside the handler, one per allocated result,
+// filled before the call: they describe XLA's result buffers and are lent (the kernel's
+// Tensor keeps its count in the slot's scratch bytes). c_api.h promises that they stay
+// allocated: a kernel that keeps a result Tensor past the call (a bug: the buffer is XLA's
+// again) must still find memory of ours when it drops it. So they live in blocks that are
+// never freed and are reused by later calls: a free list per thread (no lock per call),
+// and a shared one for the blocks of threads that exited.
+struct LentBlock {
+  LentBlock* next;  // in a free list
+  int32_t capacity;
+  DLManagedTensorVersioned* slots;  // `capacity` of each, never freed
+  LentScratch* scratch;
+  int64_t* strides;  // TP_MAX_NDIM per slot
+};
+thread_local LentBlock* tls_lent_blocks __attribute__((tls_model("initial-exec"))) = nullptr;
+
+std::mutex g_lent_mutex;
+LentBlock* g_shared_lent_blocks = nullptr;  // of exited threads
+std::vector<LentBlock*>& AllLentBlocks() {  // every block ever made (kept reachable: never freed)
+  static auto* blocks = new std::vector<LentBlock*>();
+  return *blocks;
+}
+
+// Hands the thread's free blocks to the shared list when the thread exits.
+struct ThreadLentBlocks {
+  ~ThreadLentBlocks() {
+    std::lock_guard<std::mutex> lock(g_lent_mutex);
+    while (LentBlock* block = tls_lent_blocks) {
+      tls_lent_blocks = block->next;
+      block->next = g_shared_lent_blocks;
+      g_shared_lent_blocks = block;
+    }
+  }
+};
+
+__attribute__((noinline)) LentBlock* AcquireLentBlockSlow(int32_t n) {
+  static thread_local ThreadLentBlocks owner;  // constructed here: registers its destructor
+  (void)owner;
+  std::lock_guard<std::mutex> lock(g_lent_mutex);
+  for (LentBlock** link = &g_shared_lent_blocks; *link != nullptr; link = &(*link)->next) {
+    if ((*link)->capacity >= n) {
+      LentBlock* block = *link;
+      *link = block->next;
+      return block;
+    }
+  }
+  const int32_t capacity = std::max<int32_t>(n, 4);
+  auto* block = new LentBlock{nullptr, capacity, new DLManagedTensorVersioned[capacity](),
+                              new LentScratch[capacity](), new int64_t[size_t(capacity) * TP_MAX_NDIM]};
+  AllLentBlocks().push_back(block);
+  return block;
+}
+
+// A block of at least `n` slots for one call, given back when the call is over.
+struct LentLease {
+  LentBlock* block;
+  explicit LentLease(int32_t n) {
+    block = tls_lent_blocks;
+    if (__builtin_expect(block != nullptr && block->capacity >= n, 1)) {
+      tls_lent_blocks = block->next;
+    } else {
+      block = AcquireLentBlockSlow(n);
+    }
+  }
+  ~LentLease() {
+    block->next = tls_lent_blocks;
+    tls_lent_blocks = block;
+  }
+  LentLease(const LentLease&) = delete;
+  LentLease& operator=(const LentLease&) = delete;
+};
+
+// ------------------------------------------------------- the call in flight ----
+// One per handler invocation: the result buffers lent to the kernel's FromEnvAlloc
+// requests (TPEnvSetLentTensors), and what a refusal's message needs.
+struct XlaCall : TPLentTensors {
   const OpPlan* plan;
-  Rets* rets;
+  const Rets* rets;
   DLDevice device;
-  int32_t next_alloc;
-  // The managed tensors FromEnvAlloc hands out, one per allocated result: they describe
-  // XLA's buffers, own nothing (lent: TPLentTensorDeleter) and live in the handler's
-  // frame, because the buffers themselves are valid for the call only.
-  DLManagedTensorVersioned* slots;
-  LentScratch* scratch;   // one per slot: where the kernel's Tensor keeps its count (c_api.h)
-  int64_t* next_strides;  // where the next slot's strides go (rank entries each)
-  // Set when the allocator refused, so the handler reports it as is (made on that path only).
+  // Set when a request was refused, so the handler reports it as is (made on that path only).
   std::unique_ptr<std::string> error;
 };
-thread_local XlaCall* tls_call __attribute__((tls_model("initial-exec"))) = nullptr;
 
 // Row-major compact strides, as XLA lays buffers out by default.
 inline void FillStrides(int64_t rank, const int64_t* dims, int64_t* strides) {
@@ -261,20 +262,21 @@ bool IsCompact(const DLTensor& t) {
   return true;
 }
 
-// Why the allocator refused request `prototype` of `call` (the slow path: messages are
-// built here only). Request errors (ValueError): TPEnvAllocTensor then reports them as
-// they are, without probing the allocator again. The first message of a call is kept.
-__attribute__((noinline)) int RefuseAlloc(XlaCall* call, const DLTensor* prototype, void* error_ctx,
-                                          void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
+// Why FromEnvAlloc request `prototype` of `call` does not get the next lent result (the
+// slow path: messages are built here only). The first message of a call is kept.
+int RefuseRequestImpl(XlaCall* call, const DLTensor* prototype) {
   auto fail = [&](const char* kind, std::string message) {
-    if (call && !call->error) call->error = std::make_unique<std::string>(message);
-    set_error(error_ctx, kind, message.c_str());
+    if (!call->error) call->error = std::make_unique<std::string>(message);
+    TPErrorSet(kind, message.c_str());
     return -1;
   };
-  if (call == nullptr) return fail("RuntimeError", "the XLA result allocator was used outside an XLA call");
   const OpPlan& plan = *call->plan;
-  const int32_t k = call->next_alloc;
+  const int32_t k = call->next;
   const std::string call_text = "op '" + plan.op + "': Tensor::FromEnvAlloc call " + std::to_string(k + 1);
+  if (prototype->ndim < 0 || prototype->ndim > TP_MAX_NDIM || (prototype->ndim > 0 && prototype->shape == nullptr)) {
+    return fail("ValueError", call_text + " is malformed: " + std::to_string(prototype->ndim) + " dimensions" +
+                                  (prototype->shape == nullptr ? " and no shape" : ""));
+  }
   if (k >= plan.n_alloc) {
     return fail("ValueError", call_text + " (" + ShapeText(prototype->dtype, prototype->ndim, prototype->shape) +
                                   ") is one more than the " + std::to_string(plan.n_alloc) +
@@ -301,67 +303,55 @@ __attribute__((noinline)) int RefuseAlloc(XlaCall* call, const DLTensor* prototy
   return fail("ValueError", call_text + " asked for non-contiguous strides; XLA results are row-major contiguous");
 }
 
-// FromEnvAlloc inside the handler: result buffer n_outputs + k for the k-th allocation,
-// after checking that the kernel asks for exactly the shape the op's shape rule declared.
-// The checks run inline; any mismatch goes to RefuseAlloc for its message.
-int AllocXlaResultImpl(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
-                       void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
-  XlaCall* call = tls_call;
-  if (__builtin_expect(call == nullptr || call->next_alloc >= call->plan->n_alloc, 0)) {
-    return RefuseAlloc(call, prototype, error_ctx, set_error);
-  }
-  const int32_t k = call->next_alloc;
-  const Buffer* buffer = static_cast<const Buffer*>(call->rets->rets[call->plan->n_outputs + k]);
-  const DTypeEntry* entry = FromXla(buffer->dtype);
-  const int32_t ndim = prototype->ndim;
-  bool same = entry != nullptr && ndim == buffer->rank && prototype->dtype.code == entry->dl.code &&
-              prototype->dtype.bits == entry->dl.bits && prototype->dtype.lanes == 1 &&
-              prototype->device.device_type == call->device.device_type &&
-              prototype->device.device_id == call->device.device_id;
-  for (int32_t i = 0; same && i < ndim; ++i) same = prototype->shape[i] == buffer->dims[i];
-  if (__builtin_expect(!same || !IsCompact(*prototype), 0)) return RefuseAlloc(call, prototype, error_ctx, set_error);
-  DLManagedTensorVersioned* slot = &call->slots[k];
-  int64_t* strides = call->next_strides;
-  call->next_strides += ndim;
-  FillStrides(ndim, buffer->dims, strides);
-  slot->version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-  slot->manager_ctx = &call->scratch[k];
-  slot->deleter = TPLentTensorDeleter;
-  slot->flags = 0;
-  slot->dl_tensor = DLTensor{buffer->data, call->device, ndim, prototype->dtype, buffer->dims, strides, 0};
-  *out = slot;
-  call->next_alloc = k + 1;
-  return 0;
-}
-
-// The allocator C code calls (TPEnvAllocTensor): exceptions (out of memory while building a
-// message) stop here.
-int AllocXlaResult(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
-                   void (*set_error)(void* error_ctx, const char* kind, const char* message)) noexcept {
+// TPLentTensors::refuse: the message, for a request that does not match the result the
+// op's shape rule declares (or one request too many). Exceptions (out of memory while
+// building it) stop here.
+int RefuseRequest(TPLentTensors* lent, const DLTensor* prototype) noexcept {
   try {
-    return AllocXlaResultImpl(prototype, out, error_ctx, set_error);
+    return RefuseRequestImpl(static_cast<XlaCall*>(lent), prototype);
   } catch (...) {
-    set_error(error_ctx, "MemoryError", "out of memory");
+    TPErrorSet("MemoryError", "out of memory");
     return -1;
   }
 }
 
-// Restores the thread's env stream, allocator and call record whatever happens.
+// Fill `block`'s slots with the call's allocated results (XLA's result buffers after the
+// written parameters'), before the function runs. False when one has an element type
+// without a DLPack equivalent or more than `max_rank` dimensions (nothing lent then).
+bool LendResults(const OpPlan& plan, const Rets& rets, DLDevice device, int64_t max_rank, LentBlock* block) {
+  for (int32_t k = 0; k < plan.n_alloc; ++k) {
+    const Buffer* buffer = static_cast<const Buffer*>(rets.rets[plan.n_outputs + k]);
+    const DTypeEntry* entry = FromXla(buffer->dtype);
+    const int64_t rank = buffer->rank;
+    if (entry == nullptr || static_cast<uint64_t>(rank) > static_cast<uint64_t>(max_rank)) return false;
+    int64_t* strides = block->strides + size_t(k) * TP_MAX_NDIM;
+    FillStrides(rank, buffer->dims, strides);
+    DLManagedTensorVersioned& slot = block->slots[k];
+    slot.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    slot.manager_ctx = &block->scratch[k];
+    slot.deleter = TPLentTensorDeleter;
+    slot.flags = 0;
+    slot.dl_tensor = DLTensor{buffer->data, device, static_cast<int32_t>(rank), entry->dl, buffer->dims, strides, 0};
+  }
+  return true;
+}
+
+// Binds XLA's stream and the call's lent results for the thread, and restores what was
+// bound before whatever happens.
 struct EnvScope {
   DLDevice device;
   void* saved_stream;
   DLPackManagedTensorAllocator saved_alloc;
-  XlaCall* saved_call;
+  TPLentTensors* saved_lent;
   EnvScope(DLDevice d, void* stream, XlaCall* call) : device(d), saved_stream(nullptr) {
     // XLA:CPU has no stream, and a CPU stream is set only inside a tensorplug call from
     // Python, never around an XLA computation: the CPU entry is already NULL.
     if (d.device_type != kDLCPU) saved_stream = TPEnvSetStream(d.device_type, d.device_id, stream);
-    saved_alloc = TPEnvSetAllocator(AllocXlaResult);
-    saved_call = tls_call;
-    tls_call = call;
+    saved_alloc = TPEnvSetAllocator(TPLentAllocator);
+    saved_lent = TPEnvSetLentTensors(call);
   }
   ~EnvScope() {
-    tls_call = saved_call;
+    TPEnvSetLentTensors(saved_lent);
     TPEnvSetAllocator(saved_alloc);
     if (device.device_type != kDLCPU) TPEnvSetStream(device.device_type, device.device_id, saved_stream);
   }
@@ -439,7 +429,7 @@ Error* MismatchError(const Api* api, const OpPlan& plan, const CallFrame* frame)
   return MakeError(api, kErrorInvalidArgument,
                    "op '" + plan.op + "': XLA passed " + std::to_string(frame->attrs.size) +
                        " attribute(s), its plan expects " + std::to_string(plan.n_attrs) +
-                       " (tp_op and one per non-None scalar or int list argument)");
+                       " (one per non-None scalar or int list argument)");
 }
 
 // After the function ran: its error, or its results checked against XLA's result buffers
@@ -458,15 +448,8 @@ Error* FinishCall(const Api* api, const OpPlan& plan, CallFrame* frame, DLDevice
     return MakeError(api, code, text);
   }
 
-  // Results: the function's tensors must be XLA's result buffers, in order. The common case
-  // first: one result, the buffer FromEnvAlloc handed out (the handler's own slot, nothing
-  // to release).
-  if (plan.n_alloc == 1 && result.type_index == kTPTensor &&
-      result.v_tensor->dl_tensor.data == static_cast<const Buffer*>(frame->rets.rets[plan.n_outputs])->data &&
-      result.v_tensor->dl_tensor.byte_offset == 0) {
-    if (result.v_tensor->deleter != TPLentTensorDeleter) TPAnyRelease(&result);
-    return nullptr;
-  }
+  // Results: the function's tensors must be XLA's result buffers, in order (released
+  // below: a lent slot's deleter frees nothing).
   if (result.type_index == kTPNone) {
     if (plan.n_alloc == 0) return nullptr;  // destination passing: nothing to check or release
     return MakeError(api, kErrorInvalidArgument,
@@ -507,13 +490,6 @@ bool RunFast(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream
   TPAny args[kFastParams];
   DLTensor views[kFastParams];
   int64_t strides[kFastParams * kFastRank];
-  int64_t result_strides[kFastAlloc * kFastRank];
-  DLManagedTensorVersioned slots[kFastAlloc];
-  LentScratch scratch[kFastAlloc];
-  for (int32_t k = 0; k < plan.n_alloc; ++k) {
-    const int64_t rank = static_cast<const Buffer*>(frame->rets.rets[plan.n_outputs + k])->rank;
-    if (static_cast<uint64_t>(rank) > static_cast<uint64_t>(kFastRank)) return false;
-  }
   const int32_t n = plan.n_params;
   const ParamPlan* params = plan.params.data();
   int64_t* next_strides = strides;
@@ -575,22 +551,36 @@ bool RunFast(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream
         break;
     }
   }
-  XlaCall call{&plan, &frame->rets, device, 0, slots, scratch, result_strides, nullptr};
   TPAny result;
   result.type_index = kTPNone;
   int rc;
+  if (plan.n_alloc == 0) {
+    XlaCall call{{nullptr, 0, 0, RefuseRequest}, &plan, &frame->rets, device, nullptr};
+    {
+      EnvScope env(device, stream, &call);
+      rc = plan.entry(plan.self, args, n, &result);
+    }
+    // Destination passing, the common case: nothing returned, nothing to check.
+    *error = rc == 0 && result.type_index == kTPNone ? nullptr
+                                                      : FinishCall(frame->api, plan, frame, device, rc, call, &result);
+    return true;
+  }
+  LentLease lease(plan.n_alloc);
+  if (!LendResults(plan, frame->rets, device, kFastRank, lease.block)) return false;
+  XlaCall call{{lease.block->slots, plan.n_alloc, 0, RefuseRequest}, &plan, &frame->rets, device, nullptr};
   {
     EnvScope env(device, stream, &call);
     rc = plan.entry(plan.self, args, n, &result);
   }
-  // Destination passing, the common case: nothing returned, nothing to check.
-  *error = rc == 0 && result.type_index == kTPNone && plan.n_alloc == 0
+  // One allocated result, the common case: the function returned the slot FromEnvAlloc
+  // lent it (lent: nothing to release).
+  *error = rc == 0 && result.type_index == kTPTensor && plan.n_alloc == 1 && result.v_tensor == &lease.block->slots[0]
                ? nullptr
                : FinishCall(frame->api, plan, frame, device, rc, call, &result);
   return true;
 }
 
-Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
+Error* RunOp(CallFrame* frame, DLDeviceType device_type, int32_t slot) {
   const Api* api = frame->api;
   if (frame->extension_start != nullptr && frame->extension_start->type == kExtensionMetadata) {
     // XLA asks which API version the handler was built for.
@@ -605,16 +595,11 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
   }
   if (frame->stage != kExecute) return nullptr;
 
-  const ByteSpan* op_name = nullptr;
-  const OpPlan* plan_ptr = PlanOf(frame->attrs, &op_name);
-  if (plan_ptr == nullptr) {
-    if (op_name == nullptr) {
-      return MakeError(api, kErrorInvalidArgument, "tensorplug XLA handler called without its 'tp_op' attribute");
-    }
+  const OpPlan* plan_ptr = g_plan_slots[slot].load(std::memory_order_acquire);
+  if (plan_ptr == nullptr) {  // a handler capsule registered by hand, before its plan was defined
     return MakeError(api, kErrorNotFound,
-                     "tensorplug op '" + std::string(op_name->ptr, op_name->len) +
-                         "' is not defined in this process (define it with tensorplug.op before running the "
-                         "computation)");
+                     "tensorplug XLA handler " + std::to_string(slot) + " has no plan (define the op with "
+                     "tensorplug.op and call it before running the computation)");
   }
   const OpPlan& plan = *plan_ptr;
   if (frame->args.size != plan.n_inputs || frame->rets.size != plan.n_outputs + plan.n_alloc ||
@@ -671,9 +656,7 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
   FrameArray<TPAny, 16> args(n);
   FrameArray<DLTensor, 16> views(n + static_cast<size_t>(plan.n_items));  // one per tensor, then list items
   FrameArray<TPAny, 16> items(static_cast<size_t>(plan.n_items));         // views lists' items
-  FrameArray<int64_t, 64> strides(2 * total_rank + 1);  // views (at most every buffer), then result slots
-  FrameArray<DLManagedTensorVersioned, 4> slots(static_cast<size_t>(plan.n_alloc));
-  FrameArray<LentScratch, 4> scratch(static_cast<size_t>(plan.n_alloc));
+  FrameArray<int64_t, 64> strides(total_rank + 1);  // views (at most every buffer)
   FrameArray<TPArray, 16> lists(n);        // views arguments (by parameter)
   FrameArray<TPIntArray, 16> int_arrays(n);  // ints arguments (by parameter)
   std::vector<std::string> strings;  // str and dtype attributes, NUL-terminated (stable: reserved)
@@ -793,7 +776,20 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
     }
   }
 
-  XlaCall call{&plan, &frame->rets, device, 0, slots.data, scratch.data, strides.data + total_rank, nullptr};
+  LentLease lease(plan.n_alloc);
+  if (!LendResults(plan, frame->rets, device, TP_MAX_NDIM, lease.block)) {
+    for (size_t i = 0; i < n; ++i) TPAnyRelease(&args.data[i]);
+    for (int32_t k = 0; k < plan.n_alloc; ++k) {
+      const auto* buffer = static_cast<const Buffer*>(frame->rets.rets[plan.n_outputs + k]);
+      if (FromXla(buffer->dtype) == nullptr) {
+        return MakeError(api, kErrorInvalidArgument,
+                         "op '" + plan.op + "': result " + std::to_string(k) + " has XLA element type " +
+                             std::to_string(buffer->dtype) + ", which has no DLPack equivalent");
+      }
+    }
+    return MakeError(api, kErrorInternal, "op '" + plan.op + "': its results could not be lent");
+  }
+  XlaCall call{{lease.block->slots, plan.n_alloc, 0, RefuseRequest}, &plan, &frame->rets, device, nullptr};
   TPAny result;
   result.type_index = kTPNone;
   int rc;
@@ -807,9 +803,9 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type) {
 
 // The handlers XLA calls: no C++ exception may cross into XLA.
 template <DLDeviceType kDevice>
-Error* Run(CallFrame* frame) noexcept {
+__attribute__((noinline)) Error* Run(CallFrame* frame, int32_t slot) noexcept {
   try {
-    return RunOp(frame, kDevice);
+    return RunOp(frame, kDevice, slot);
   } catch (const std::bad_alloc&) {
     return MakeError(frame->api, kErrorResourceExhausted, "tensorplug XLA handler: out of memory");
   } catch (const std::exception& e) {
@@ -818,17 +814,34 @@ Error* Run(CallFrame* frame) noexcept {
     return MakeError(frame->api, kErrorInternal, "tensorplug XLA handler: unknown C++ exception");
   }
 }
-Error* RunOnCpu(CallFrame* frame) { return Run<kDLCPU>(frame); }
-Error* RunOnCuda(CallFrame* frame) { return Run<kDLCUDA>(frame); }
+
+// The handler of plan slot kSlot on one platform: the slot is the only thing it adds.
+template <DLDeviceType kDevice, int32_t kSlot>
+Error* HandlerAt(CallFrame* frame) noexcept {
+  return Run<kDevice>(frame, kSlot);
+}
+
+template <DLDeviceType kDevice, size_t... kSlots>
+constexpr std::array<Handler*, sizeof...(kSlots)> MakeHandlers(std::index_sequence<kSlots...>) {
+  return {&HandlerAt<kDevice, static_cast<int32_t>(kSlots)>...};
+}
+constexpr auto kCpuHandlers = MakeHandlers<kDLCPU>(std::make_index_sequence<kMaxPlans>{});
+constexpr auto kCudaHandlers = MakeHandlers<kDLCUDA>(std::make_index_sequence<kMaxPlans>{});
 
 // ------------------------------------------------------------------ Python ----
-// xla_ffi_handler(platform) -> capsule of the handler for "cpu" or "cuda".
-PyObject* HandlerPy(PyObject*, PyObject* platform) {
-  const char* name = PyUnicode_AsUTF8(platform);
-  if (name == nullptr) return nullptr;
+// xla_ffi_handler(platform, slot) -> capsule of the handler of plan slot `slot` (what
+// xla_ffi_define returned) for "cpu" or "cuda".
+PyObject* HandlerPy(PyObject*, PyObject* args) {
+  const char* name;
+  int slot;
+  if (!PyArg_ParseTuple(args, "si:xla_ffi_handler", &name, &slot)) return nullptr;
+  if (slot < 0 || slot >= kMaxPlans) {
+    PyErr_Format(PyExc_ValueError, "xla_ffi_handler(): slot must be in [0, %d), got %d", kMaxPlans, slot);
+    return nullptr;
+  }
   Handler* handler = nullptr;
-  if (!strcmp(name, "cpu")) handler = RunOnCpu;
-  if (!strcmp(name, "cuda")) handler = RunOnCuda;
+  if (!strcmp(name, "cpu")) handler = kCpuHandlers[slot];
+  if (!strcmp(name, "cuda")) handler = kCudaHandlers[slot];
   if (handler == nullptr) {
     PyErr_Format(PyExc_ValueError, "xla_ffi_handler(): platform must be 'cpu' or 'cuda', got '%s'", name);
     return nullptr;
@@ -836,7 +849,8 @@ PyObject* HandlerPy(PyObject*, PyObject* platform) {
   return PyCapsule_New(reinterpret_cast<void*>(handler), "xla._CUSTOM_CALL_TARGET", nullptr);
 }
 
-// xla_ffi_define(name, function, params, n_inputs, n_outputs, n_alloc): params is a sequence
+// xla_ffi_define(name, function, params, n_inputs, n_outputs, n_alloc) -> the plan's slot
+// (for xla_ffi_handler; a name defined again keeps its slot): params is a sequence
 // of (parameter name, source, index, attribute name, kind[, count]) with source 0..4 (Source),
 // kind one of view, tensor, int, float, bool, str, dtype, ints, views, and count the length
 // of a views list (source 4). Every call of the plan passes exactly its kAttr attributes.
@@ -863,7 +877,7 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
   plan->n_items = 0;
   PyObject* seq = PySequence_Fast(params, "xla_ffi_define(): params must be a sequence");
   if (seq == nullptr) return nullptr;
-  std::vector<std::string> attr_names{"tp_op"};
+  std::vector<std::string> attr_names;
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
     const char *pname, *attr, *kind;
     int source, index, count = 1;
@@ -901,14 +915,13 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
   std::vector<std::string> sorted = attr_names;
   std::sort(sorted.begin(), sorted.end());
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
-    PyErr_Format(PyExc_ValueError, "xla_ffi_define(): attribute names repeat (a parameter named 'tp_op'?)");
+    PyErr_Format(PyExc_ValueError, "xla_ffi_define(): attribute names repeat");
     return nullptr;
   }
   auto slot_of = [&](const std::string& attr) {
     return static_cast<int32_t>(std::lower_bound(sorted.begin(), sorted.end(), attr) - sorted.begin());
   };
   plan->n_attrs = static_cast<int32_t>(sorted.size());
-  plan->tp_slot = slot_of("tp_op");
   for (ParamPlan& p : plan->params)
     if (p.source == Source::kAttr) p.attr_slot = slot_of(p.attr);
   plan->n_params = static_cast<int32_t>(plan->params.size());
@@ -918,20 +931,30 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
     const bool scalar = p.source == Source::kAttr && (p.kind == kTPFloat || p.kind == kTPInt || p.kind == kTPBool);
     plan->fast = plan->fast && (view || scalar || p.source == Source::kNone);
   }
+  std::lock_guard<std::mutex> lock(g_define_mutex);
+  auto [it, added] = SlotsByName().try_emplace(plan->name, static_cast<int32_t>(SlotsByName().size()));
+  if (it->second >= kMaxPlans) {
+    SlotsByName().erase(it);
+    PyErr_Format(PyExc_RuntimeError,
+                 "tensorplug: at most %d op call forms can run inside XLA in one process (each op, and each "
+                 "combination of None arguments and list lengths it is called with, is one); '%s' is one more",
+                 kMaxPlans, name);
+    return nullptr;
+  }
+  (void)added;
   TPFunctionRetain(func);
   plan->func = func;
   plan->entry = TPFunctionGetEntry(func, &plan->self);
-  OpPlan* raw = plan.release();
-  std::unique_lock lock(g_plans_mutex);
-  Plans()[std::string_view(raw->name)] = raw;  // a previous plan stays alive (see Plans)
-  g_plans_generation.fetch_add(1, std::memory_order_acq_rel);
-  Py_RETURN_NONE;
+  // A previous plan of the key stays alive (see g_plan_slots).
+  g_plan_slots[it->second].store(plan.release(), std::memory_order_release);
+  return PyLong_FromLong(it->second);
 }
 
 PyMethodDef kXlaFfiMethods[] = {
-    {"xla_ffi_handler", GuardedMethod<HandlerPy>(), METH_O, "xla_ffi_handler(platform) -> XLA FFI handler capsule ('cpu' or 'cuda')"},
+    {"xla_ffi_handler", GuardedMethod<HandlerPy>(), METH_VARARGS,
+     "xla_ffi_handler(platform, slot) -> XLA FFI handler capsule of a plan ('cpu' or 'cuda')"},
     {"xla_ffi_define", GuardedMethod<DefinePy>(), METH_VARARGS,
-     "xla_ffi_define(name, function, params, n_inputs, n_outputs, n_alloc): the plan of an op's XLA calls"},
+     "xla_ffi_define(name, function, params, n_inputs, n_outputs, n_alloc) -> slot: the plan of an op's XLA calls"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -2,8 +2,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <string>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime_internal.h"
@@ -29,13 +30,19 @@ struct StreamTable {
 #define TP_FAST_TLS __attribute__((tls_model("initial-exec")))
 thread_local StreamTable* tls_streams TP_FAST_TLS = nullptr;
 thread_local DLPackManagedTensorAllocator tls_allocator TP_FAST_TLS = nullptr;
+thread_local TPLentTensors* tls_lent TP_FAST_TLS = nullptr;
 
 // ---- default CPU allocator: one malloc holding the header, shape, strides and data ----
 constexpr size_t kDataAlignment = 64;
 
 void FreeCPUTensor(DLManagedTensorVersioned* self) { std::free(self->manager_ctx); }
 
-void SetErrorToThread(void*, const char* kind, const char* message) { TPErrorSet(kind, message); }
+// The allocators' error callback: records the error for the thread, and marks `reported`
+// (a bool*, or NULL) so that TPEnvAllocTensor needs no TPErrorClear before each call.
+void SetErrorToThread(void* reported, const char* kind, const char* message) {
+  TPErrorSet(kind, message);
+  if (reported != nullptr) *static_cast<bool*>(reported) = true;
+}
 
 // Bytes of a tensor of `prototype`'s shape and dtype, checked: false when the count does
 // not fit in 64 bits (nothing is ever allocated from a wrapped-around size).
@@ -134,20 +141,23 @@ std::string DeviceName(DLDevice device) {
 }
 
 // TPEnvAllocTensor's failures, out of line (the success path stays short): a malformed
-// request (`problem`), or what `alloc` refused.
-// `alloc` is nullptr when no allocator was asked: a request of more than 2^63 - 1 bytes.
+// request (`problem`), or what `alloc` refused (`reported`: it recorded an error). `alloc`
+// is nullptr when no allocator was asked: a request of more than 2^63 - 1 bytes.
 __attribute__((noinline)) int ReportAllocFailure(DLTensor* prototype, DLPackManagedTensorAllocator alloc,
-                                                 const char* problem) {
+                                                 const char* problem, bool reported) {
   try {  // a C entry point: std::string may throw std::bad_alloc
     if (problem != nullptr) return Fail("ValueError", std::string("cannot allocate a tensor: ") + problem);
     const bool addressable = alloc != nullptr;  // nullptr: refused for its size, before any allocator
-    if (!addressable) TPErrorSet("MemoryError", "more than 2^63 - 1 bytes, which no allocator can address");
+    if (!addressable) {
+      TPErrorSet("MemoryError", "more than 2^63 - 1 bytes, which no allocator can address");
+      reported = true;
+    }
     // Whatever the framework said, the caller learns what was asked for and where. Errors
     // about the request itself keep their kind; the rest is out-of-memory from the caller's
     // view (frameworks report that as RuntimeError or worse).
     const char* kind_ptr = "MemoryError";
     const char* why_ptr = "the allocator returned no tensor";
-    TPErrorGet(&kind_ptr, &why_ptr);
+    if (reported) TPErrorGet(&kind_ptr, &why_ptr);
     const std::string kind = kind_ptr;  // copies: the probe below records errors
     // The first line only: frameworks append backtraces (torch: "\nException raised from ...").
     const std::string why(why_ptr, std::strcspn(why_ptr, "\n"));
@@ -190,6 +200,86 @@ __attribute__((noinline)) int ReportAllocFailure(DLTensor* prototype, DLPackMana
   }
 }
 
+// Whether an allocator's tensor is what `request` asked for: its dtype, device and shape,
+// and row-major compact when the request gave no strides (strides of extent-1 dimensions,
+// and of empty tensors, are free). Strided requests are a wish the kernel API checks
+// (Tensor::FromEnvAlloc).
+inline bool MatchesRequest(const DLTensor& t, const DLTensor& request) {
+  const int32_t ndim = request.ndim;
+  if (t.ndim != ndim || t.dtype.code != request.dtype.code || t.dtype.bits != request.dtype.bits ||
+      t.dtype.lanes != request.dtype.lanes || t.device.device_type != request.device.device_type ||
+      t.device.device_id != request.device.device_id || (ndim > 0 && t.shape == nullptr)) {
+    return false;
+  }
+  const bool check_strides = request.strides == nullptr && t.strides != nullptr;
+  bool same_shape = true;
+  bool compact = true;
+  uint64_t expected = 1;  // the request was checked: a non-empty one has fewer than 2^63 items
+  for (int32_t i = ndim - 1; i >= 0; --i) {
+    const int64_t extent = request.shape[i];
+    same_shape &= t.shape[i] == extent;
+    compact &= !check_strides || extent == 1 || uint64_t(t.strides[i]) == expected;
+    expected *= uint64_t(extent);
+  }
+  return same_shape && (compact || expected == 0);
+}
+
+// An allocator returned another tensor than the one asked for: released, and a RuntimeError.
+__attribute__((noinline)) int RefuseMismatch(const DLTensor* request, DLManagedTensorVersioned** out) {
+  DLManagedTensorVersioned* got = std::exchange(*out, nullptr);
+  try {
+    auto describe = [](const DLTensor& t, bool with_strides) {
+      std::string text = tensorplug::DataTypeToString(t.dtype) + "[";
+      for (int32_t i = 0; t.shape != nullptr && i < t.ndim; ++i) text += (i ? ", " : "") + std::to_string(t.shape[i]);
+      text += "]";
+      if (with_strides && t.strides != nullptr) {
+        text += " strides [";
+        for (int32_t i = 0; i < t.ndim; ++i) text += (i ? ", " : "") + std::to_string(t.strides[i]);
+        text += "]";
+      }
+      return text + " on " + DeviceName(t.device);
+    };
+    const std::string message = "the allocator returned " + describe(got->dl_tensor, true) +
+                                " for a request of " + describe(*request, false) +
+                                (request->strides == nullptr ? " (row-major compact)" : "");
+    if (got->deleter != nullptr) got->deleter(got);
+    return Fail("RuntimeError", message);
+  } catch (...) {
+    if (got->deleter != nullptr) got->deleter(got);
+    TPErrorSet("MemoryError", "TPEnvAllocTensor: out of memory while reporting an allocation failure");
+    return -1;
+  }
+}
+
+// The next lent tensor for `request` (c_api.h, TPLentTensors): one compare of the request
+// with it, which also validates the request (lent tensors are well formed).
+inline int LendNext(const DLTensor* request, DLManagedTensorVersioned** out) {
+  TPLentTensors* lent = tls_lent;
+  if (__builtin_expect(lent == nullptr, 0)) {
+    TPErrorSet("RuntimeError", "TPLentAllocator is bound, but no tensors are lent (TPEnvSetLentTensors)");
+    return -1;
+  }
+  const int32_t k = lent->next;
+  if (__builtin_expect(k >= lent->count, 0)) return lent->refuse(lent, request);
+  DLManagedTensorVersioned* tensor = &lent->tensors[k];
+  const DLTensor& t = tensor->dl_tensor;
+  const int32_t ndim = request->ndim;
+  bool same = ndim == t.ndim && request->dtype.code == t.dtype.code && request->dtype.bits == t.dtype.bits &&
+              request->dtype.lanes == t.dtype.lanes && request->device.device_type == t.device.device_type &&
+              request->device.device_id == t.device.device_id && (ndim == 0 || request->shape != nullptr);
+  if (same) {
+    const int64_t* strides = request->strides;
+    for (int32_t i = 0; i < ndim; ++i) {
+      same &= request->shape[i] == t.shape[i];
+      same &= strides == nullptr || t.shape[i] == 1 || strides[i] == t.strides[i];  // t is compact
+    }
+  }
+  if (__builtin_expect(!same, 0)) return lent->refuse(lent, request);
+  lent->next = k + 1;
+  *out = tensor;
+  return 0;
+}
+
 }  // namespace
 
 extern "C" {
@@ -224,6 +314,26 @@ void* TPEnvSetStream(int32_t device_type, int32_t device_id, void* stream) {
 
 void TPLentTensorDeleter(DLManagedTensorVersioned*) {}
 
+TPLentTensors* TPEnvSetLentTensors(TPLentTensors* lent) {
+  TPLentTensors* previous = tls_lent;
+  tls_lent = lent;
+  return previous;
+}
+
+int TPLentAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                    void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
+  if (prototype == nullptr || out == nullptr) {
+    set_error(error_ctx, "ValueError", "TPLentAllocator: prototype or out is NULL");
+    return -1;
+  }
+  if (LendNext(prototype, out) == 0) return 0;
+  const char* kind = "RuntimeError";
+  const char* message = "TPLentAllocator: refused";
+  TPErrorGet(&kind, &message);
+  set_error(error_ctx, kind, message);
+  return -1;
+}
+
 DLPackManagedTensorAllocator TPEnvGetAllocator(void) { return tls_allocator; }
 
 DLPackManagedTensorAllocator TPEnvSetAllocator(DLPackManagedTensorAllocator alloc) {
@@ -239,21 +349,27 @@ int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out) {
     TPErrorSet("ValueError", "TPEnvAllocTensor: prototype is NULL");
     return -1;
   }
+  // Lent tensors first: the request is checked by matching the next one.
+  if (tls_allocator == TPLentAllocator) return LendNext(prototype, out);
   if (const char* problem = CheckPrototype(*prototype)) {
-    return ReportAllocFailure(prototype, nullptr, problem);
+    return ReportAllocFailure(prototype, nullptr, problem, false);
   }
   // No allocator can hold more than 2^63 - 1 bytes, and not every framework checks its own
   // size arithmetic (paddle 3.3 wraps 2^64 bytes to an empty block that the kernel would
   // then write): such a request is refused here, before any allocator sees it.
   uint64_t request_bytes = 0;
   if (!CheckedNumBytes(*prototype, &request_bytes) || request_bytes > uint64_t(INT64_MAX)) {
-    TPErrorClear();
-    return ReportAllocFailure(prototype, nullptr, nullptr);
+    return ReportAllocFailure(prototype, nullptr, nullptr, false);
   }
   DLPackManagedTensorAllocator alloc = tls_allocator ? tls_allocator : DefaultCPUAllocator;
-  TPErrorClear();
-  if (alloc(prototype, out, nullptr, SetErrorToThread) == 0 && *out != nullptr) return 0;
-  return ReportAllocFailure(prototype, alloc, nullptr);
+  bool reported = false;
+  if (alloc(prototype, out, &reported, SetErrorToThread) != 0 || *out == nullptr) {
+    *out = nullptr;  // an allocator that failed may have written it
+    return ReportAllocFailure(prototype, alloc, nullptr, reported);
+  }
+  // What kernels rely on (c_api.h), checked once here for every allocator: the tensor asked for.
+  if (__builtin_expect(!MatchesRequest((*out)->dl_tensor, *prototype), 0)) return RefuseMismatch(prototype, out);
+  return 0;
 }
 
 }  // extern "C"

@@ -1,7 +1,9 @@
 """tensorplug ops as XLA custom calls: what makes ``op(x, ...)`` work inside ``jax.jit``.
 
-Each op becomes an XLA FFI target named after it, served by the core's compiled handler
-(``tensorplug.exchange.xla_ffi_handler``). A call is traced as one ``jax.ffi.ffi_call``:
+Each call form of an op (its plan: which arguments are None, how long each list is)
+becomes an XLA FFI target named after the plan's key, served by a compiled handler of the
+core that knows its plan (``tensorplug.exchange.xla_ffi_handler``). A call is traced as one
+``jax.ffi.ffi_call``:
 
 - tensor arguments are XLA operands; a parameter the kernel writes is an operand aliased to
   a result (jax arrays are immutable: its new value is returned, not written in place);
@@ -35,27 +37,11 @@ _ATTR_KINDS = ("int", "float", "bool", "str", "dtype", "ints")
 _PLATFORMS = {"cpu": "cpu", "cuda": "CUDA"}
 
 _lock = threading.Lock()
-_targets: set[str] = set()  # op names registered with XLA
-_plans: set[str] = set()  # plan keys defined in the core
+_plans: dict[str, int] = {}  # plan key -> its slot in the core, registered with XLA
 
 
 def _jax():
     return sys.modules["jax"]
-
-
-def register_target(op) -> None:
-    """Register ``op.name`` as an XLA FFI target on every platform the core serves (once)."""
-    with _lock:
-        if op.name in _targets:
-            return
-        jax = _jax()
-        for platform, jax_platform in _PLATFORMS.items():
-            try:
-                jax.ffi.register_ffi_target(op.name, exchange.xla_ffi_handler(platform), platform=jax_platform)
-            except Exception:  # noqa: BLE001  (a jaxlib without that platform)
-                if platform == "cpu":
-                    raise
-        _targets.add(op.name)
 
 
 class JaxOp:
@@ -69,7 +55,6 @@ class JaxOp:
     def __call__(self, *args, **kwargs):
         op = self.op
         jax = _jax()
-        register_target(op)
         bound = op.bind(args, kwargs)
 
         # Operands (tensor arguments), attributes (the rest), and the plan of this call.
@@ -117,9 +102,9 @@ class JaxOp:
         key = _define_plan(op, plan, len(operands), len(written), len(allocated))
         result_shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in written]
         result_shapes += [jax.ShapeDtypeStruct(tuple(s.shape), jax.numpy.dtype(s.dtype)) for s in allocated]
-        call = jax.ffi.ffi_call(op.name, result_shapes, has_side_effect=not result_shapes,
+        call = jax.ffi.ffi_call(key, result_shapes, has_side_effect=not result_shapes,
                                 vmap_method="sequential", input_output_aliases=aliases)
-        results = call(*operands, tp_op=key, **attrs)
+        results = call(*operands, **attrs)
         if not result_shapes:
             return None
         return results[0] if len(results) == 1 else tuple(results)
@@ -178,10 +163,10 @@ def _attribute(op, p, value):
 
 
 def _define_plan(op, plan, n_inputs, n_outputs, n_alloc) -> str:
-    """Define the plan of this call's form in the core (once); returns its key, which the
-    handler receives as the attribute ``tp_op``. A plan fixes which arguments are None
-    and the length of each list of tensors: calls that differ there have plans of their
-    own (and XLA passes each call exactly its plan's attributes)."""
+    """Define the plan of this call's form in the core and register its XLA FFI target
+    (once); returns its key, the target's name. A plan fixes which arguments are None and
+    the length of each list of tensors: calls that differ there have plans of their own
+    (and XLA passes each call exactly its plan's attributes)."""
     absent = [entry[0] for entry in plan if entry[1] == _NONE]
     lengths = [f"{entry[0]}={entry[5]}" for entry in plan if entry[1] == _INPUTS]
     key = op.name
@@ -192,6 +177,14 @@ def _define_plan(op, plan, n_inputs, n_outputs, n_alloc) -> str:
     if key not in _plans:
         with _lock:
             if key not in _plans:
-                exchange.xla_ffi_define(key, op.function, plan, n_inputs, n_outputs, n_alloc)
-                _plans.add(key)
+                slot = exchange.xla_ffi_define(key, op.function, plan, n_inputs, n_outputs, n_alloc)
+                jax = _jax()
+                for platform, jax_platform in _PLATFORMS.items():
+                    try:
+                        jax.ffi.register_ffi_target(key, exchange.xla_ffi_handler(platform, slot),
+                                                    platform=jax_platform)
+                    except Exception:  # noqa: BLE001  (a jaxlib without that platform)
+                        if platform == "cpu":
+                            raise
+                _plans[key] = slot
     return key

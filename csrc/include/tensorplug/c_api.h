@@ -311,20 +311,46 @@ TP_API DLPackManagedTensorAllocator TPEnvGetAllocator(void);
 TP_API DLPackManagedTensorAllocator TPEnvSetAllocator(DLPackManagedTensorAllocator alloc);
 /*
  * Allocate a tensor shaped like `prototype` through the bound allocator (or the default
- * CPU allocator, which serves kDLCPU only). On failure returns -1 with an error
- * recorded (kind "MemoryError" when memory ran out, or for a request of more than
- * 2^63 - 1 bytes, refused before any allocator sees it).
+ * CPU allocator, which serves kDLCPU only). On success the tensor has the prototype's
+ * dtype, device and shape, and is row-major compact when the prototype has no strides
+ * (NULL strides count as compact; strides of extent-1 dimensions and of empty tensors are
+ * free): an allocator that returns anything else has its tensor released and the call
+ * fails with a "RuntimeError" naming both. With strides, the result's strides are the
+ * allocator's. On failure returns -1 with an error recorded (kind "MemoryError" when
+ * memory ran out, or for a request of more than 2^63 - 1 bytes, refused before any
+ * allocator sees it).
  */
 TP_API int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out);
 /*
- * The deleter of a tensor an allocator lends for the current call only (XLA's result
- * buffers inside jax.jit): it frees nothing. Such a tensor's manager_ctx points to
- * TENSORPLUG_LENT_SCRATCH_BYTES bytes (aligned for pointers) that its consumer may use
- * while it holds the tensor: tensorplug's Tensor keeps its reference count there instead
- * of allocating one. Its strides are filled.
+ * Lent tensors: results fixed before a kernel runs (XLA's result buffers inside jax.jit),
+ * handed to its TPEnvAllocTensor requests in order instead of allocating. Each tensor's
+ * deleter is TPLentTensorDeleter (it frees nothing), its strides are filled, and its
+ * manager_ctx points to TENSORPLUG_LENT_SCRATCH_BYTES bytes (aligned for pointers) that
+ * the consumer may use while it holds the tensor: tensorplug's Tensor keeps its reference
+ * count there instead of allocating one. The lender keeps the managed tensors and their
+ * scratch bytes allocated for the life of the process (reusing them for later calls), so
+ * a reference kept past the call is safe to drop, though its data is gone.
  */
+typedef struct TPLentTensors {
+  DLManagedTensorVersioned* tensors; /* `count` of them */
+  int32_t count;
+  int32_t next; /* the one the next request gets */
+  /* Called for a request that does not match tensors[next] (dtype, device, shape, and no
+   * strides or row-major compact ones), or past the last one: records the error
+   * (TPErrorSet), returns -1. */
+  int (*refuse)(struct TPLentTensors* self, const DLTensor* request);
+} TPLentTensors;
 TP_API void TPLentTensorDeleter(DLManagedTensorVersioned* self);
 #define TENSORPLUG_LENT_SCRATCH_BYTES 32
+/*
+ * The allocator that serves the calling thread's lent tensors (TPEnvSetLentTensors): bind
+ * it with TPEnvSetAllocator. TPEnvAllocTensor hands the next lent tensor out directly when
+ * it is bound, without the checks a framework's allocator needs (the match is the check).
+ */
+TP_API int TPLentAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                           void (*set_error)(void* error_ctx, const char* kind, const char* message));
+/* Set the calling thread's lent tensors (NULL: none); returns the previous ones. */
+TP_API TPLentTensors* TPEnvSetLentTensors(TPLentTensors* lent);
 
 /*
  * Provider storage: process-wide key -> value storage that kernel providers share (a
