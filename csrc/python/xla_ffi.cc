@@ -209,6 +209,14 @@ __attribute__((noinline)) LentBlock* AcquireLentBlockSlow(int32_t n) {
   const int32_t capacity = std::max<int32_t>(n, 4);
   auto* block = new LentBlock{nullptr, capacity, new DLManagedTensorVersioned[capacity](),
                               new LentScratch[capacity](), new int64_t[size_t(capacity) * TP_MAX_NDIM]};
+  // What every lent tensor of the slot has in common (LendResults fills its dl_tensor).
+  for (int32_t k = 0; k < capacity; ++k) {
+    DLManagedTensorVersioned& slot = block->slots[k];
+    slot.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    slot.manager_ctx = &block->scratch[k];
+    slot.deleter = TPLentTensorDeleter;
+    slot.flags = 0;
+  }
   AllLentBlocks().push_back(block);
   return block;
 }
@@ -235,12 +243,12 @@ struct LentLease {
 // ------------------------------------------------------- the call in flight ----
 // One per handler invocation: the result buffers lent to the kernel's FromEnvAlloc
 // requests (TPEnvSetLentTensors), and what a refusal's message needs.
+int RefuseRequest(TPLentTensors* lent, const DLTensor* prototype) noexcept;
 struct XlaCall : TPLentTensors {
   const OpPlan* plan;
-  const Rets* rets;
-  DLDevice device;
-  // Set when a request was refused, so the handler reports it as is (made on that path only).
-  std::unique_ptr<std::string> error;
+  bool refused = false;  // a request was refused: the kernel's error is that message, reported as is
+  XlaCall(const OpPlan* p, DLManagedTensorVersioned* results, int32_t n)
+      : TPLentTensors{results, n, 0, RefuseRequest, nullptr, nullptr}, plan(p) {}
 };
 
 // Row-major compact strides, as XLA lays buffers out by default.
@@ -265,8 +273,8 @@ bool IsCompact(const DLTensor& t) {
 // Why FromEnvAlloc request `prototype` of `call` does not get the next lent result (the
 // slow path: messages are built here only). The first message of a call is kept.
 int RefuseRequestImpl(XlaCall* call, const DLTensor* prototype) {
-  auto fail = [&](const char* kind, std::string message) {
-    if (!call->error) call->error = std::make_unique<std::string>(message);
+  auto fail = [&](const char* kind, const std::string& message) {
+    call->refused = true;
     TPErrorSet(kind, message.c_str());
     return -1;
   };
@@ -277,28 +285,23 @@ int RefuseRequestImpl(XlaCall* call, const DLTensor* prototype) {
     return fail("ValueError", call_text + " is malformed: " + std::to_string(prototype->ndim) + " dimensions" +
                                   (prototype->shape == nullptr ? " and no shape" : ""));
   }
-  if (k >= plan.n_alloc) {
-    return fail("ValueError", call_text + " (" + ShapeText(prototype->dtype, prototype->ndim, prototype->shape) +
-                                  ") is one more than the " + std::to_string(plan.n_alloc) +
+  const std::string asked = ShapeText(prototype->dtype, prototype->ndim, prototype->shape);
+  if (k >= call->count) {
+    return fail("ValueError", call_text + " (" + asked + ") is one more than the " + std::to_string(call->count) +
                                   " result(s) its shape rule declares");
   }
-  const Buffer* buffer = static_cast<const Buffer*>(call->rets->rets[plan.n_outputs + k]);
-  const DTypeEntry* entry = FromXla(buffer->dtype);
-  bool same = entry && prototype->ndim == buffer->rank && prototype->dtype.code == entry->dl.code &&
-              prototype->dtype.bits == entry->dl.bits && prototype->dtype.lanes == 1;
-  for (int32_t i = 0; same && i < prototype->ndim; ++i) same = prototype->shape[i] == buffer->dims[i];
+  const DLTensor& t = call->tensors[k].dl_tensor;  // XLA's result buffer k, as lent
+  bool same = prototype->ndim == t.ndim && prototype->dtype.code == t.dtype.code &&
+              prototype->dtype.bits == t.dtype.bits && prototype->dtype.lanes == t.dtype.lanes;
+  for (int32_t i = 0; same && i < prototype->ndim; ++i) same = prototype->shape[i] == t.shape[i];
   if (!same) {
-    return fail("ValueError", call_text + " asked for " + ShapeText(prototype->dtype, prototype->ndim, prototype->shape) +
-                                  ", but the op's shape rule declares " +
-                                  (entry ? ShapeText(entry->dl, buffer->rank, buffer->dims) : std::string("?")) +
-                                  " for result " + std::to_string(k));
+    return fail("ValueError", call_text + " asked for " + asked + ", but the op's shape rule declares " +
+                                  ShapeText(t.dtype, t.ndim, t.shape) + " for result " + std::to_string(k));
   }
-  if (prototype->device.device_type != call->device.device_type ||
-      prototype->device.device_id != call->device.device_id) {
+  if (prototype->device.device_type != t.device.device_type || prototype->device.device_id != t.device.device_id) {
     return fail("ValueError", call_text + " asked for device type " + std::to_string(prototype->device.device_type) +
                                   ":" + std::to_string(prototype->device.device_id) + ", but XLA runs it on " +
-                                  std::to_string(call->device.device_type) + ":" +
-                                  std::to_string(call->device.device_id));
+                                  std::to_string(t.device.device_type) + ":" + std::to_string(t.device.device_id));
   }
   return fail("ValueError", call_text + " asked for non-contiguous strides; XLA results are row-major contiguous");
 }
@@ -318,7 +321,8 @@ int RefuseRequest(TPLentTensors* lent, const DLTensor* prototype) noexcept {
 // Fill `block`'s slots with the call's allocated results (XLA's result buffers after the
 // written parameters'), before the function runs. False when one has an element type
 // without a DLPack equivalent or more than `max_rank` dimensions (nothing lent then).
-bool LendResults(const OpPlan& plan, const Rets& rets, DLDevice device, int64_t max_rank, LentBlock* block) {
+inline __attribute__((always_inline)) bool LendResults(const OpPlan& plan, const Rets& rets, DLDevice device,
+                                                       int64_t max_rank, LentBlock* block) {
   for (int32_t k = 0; k < plan.n_alloc; ++k) {
     const Buffer* buffer = static_cast<const Buffer*>(rets.rets[plan.n_outputs + k]);
     const DTypeEntry* entry = FromXla(buffer->dtype);
@@ -326,12 +330,15 @@ bool LendResults(const OpPlan& plan, const Rets& rets, DLDevice device, int64_t 
     if (entry == nullptr || static_cast<uint64_t>(rank) > static_cast<uint64_t>(max_rank)) return false;
     int64_t* strides = block->strides + size_t(k) * TP_MAX_NDIM;
     FillStrides(rank, buffer->dims, strides);
-    DLManagedTensorVersioned& slot = block->slots[k];
-    slot.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-    slot.manager_ctx = &block->scratch[k];
-    slot.deleter = TPLentTensorDeleter;
-    slot.flags = 0;
-    slot.dl_tensor = DLTensor{buffer->data, device, static_cast<int32_t>(rank), entry->dl, buffer->dims, strides, 0};
+    // The rest of the slot was set when the block was made (AcquireLentBlockSlow).
+    DLTensor& t = block->slots[k].dl_tensor;
+    t.data = buffer->data;
+    t.device = device;
+    t.ndim = static_cast<int32_t>(rank);
+    t.dtype = entry->dl;
+    t.shape = buffer->dims;
+    t.strides = strides;
+    t.byte_offset = 0;
   }
   return true;
 }
@@ -341,18 +348,15 @@ bool LendResults(const OpPlan& plan, const Rets& rets, DLDevice device, int64_t 
 struct EnvScope {
   DLDevice device;
   void* saved_stream;
-  DLPackManagedTensorAllocator saved_alloc;
-  TPLentTensors* saved_lent;
-  EnvScope(DLDevice d, void* stream, XlaCall* call) : device(d), saved_stream(nullptr) {
+  XlaCall* call;
+  EnvScope(DLDevice d, void* stream, XlaCall* lent) : device(d), saved_stream(nullptr), call(lent) {
     // XLA:CPU has no stream, and a CPU stream is set only inside a tensorplug call from
     // Python, never around an XLA computation: the CPU entry is already NULL.
     if (d.device_type != kDLCPU) saved_stream = TPEnvSetStream(d.device_type, d.device_id, stream);
-    saved_alloc = TPEnvSetAllocator(TPLentAllocator);
-    saved_lent = TPEnvSetLentTensors(call);
+    TPEnvLend(call);
   }
   ~EnvScope() {
-    TPEnvSetLentTensors(saved_lent);
-    TPEnvSetAllocator(saved_alloc);
+    TPEnvUnlend(call);
     if (device.device_type != kDLCPU) TPEnvSetStream(device.device_type, device.device_id, saved_stream);
   }
 };
@@ -438,10 +442,14 @@ Error* FinishCall(const Api* api, const OpPlan& plan, CallFrame* frame, DLDevice
                   TPAny* result_ptr) {
   TPAny& result = *result_ptr;
   if (rc != 0) {
-    if (call.error) return MakeError(api, kErrorInvalidArgument, *call.error);
     const char* kind = "RuntimeError";
     const char* message = "unknown error";
     TPErrorGet(&kind, &message);
+    if (call.refused) {  // the refusal's message names the op already
+      Error* error = MakeError(api, kErrorInvalidArgument, message);
+      TPErrorClear();
+      return error;
+    }
     std::string text = plan.op + "(): " + kind + ": " + message;
     ErrorCode code = CodeForKind(kind);
     TPErrorClear();
@@ -486,7 +494,8 @@ Error* FinishCall(const Api* api, const OpPlan& plan, CallFrame* frame, DLDevice
 // pass over the parameters, no strings. Returns false, having called nothing, when the call
 // needs the general path (an element type without a DLPack equivalent, a buffer of more
 // than kFastRank dimensions, an attribute of another type): that path reports the error.
-bool RunFast(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream, Error** error) {
+inline __attribute__((always_inline)) bool RunFast(CallFrame* frame, const OpPlan& plan, DLDevice device,
+                                                   void* stream, Error** error) {
   TPAny args[kFastParams];
   DLTensor views[kFastParams];
   int64_t strides[kFastParams * kFastRank];
@@ -513,7 +522,14 @@ bool RunFast(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream
           FillStrides(rank, buffer->dims, view_strides);
           next_strides += rank;
         }
-        views[i] = DLTensor{buffer->data, device, static_cast<int32_t>(rank), entry->dl, buffer->dims, view_strides, 0};
+        DLTensor& view = views[i];
+        view.data = buffer->data;
+        view.device = device;
+        view.ndim = static_cast<int32_t>(rank);
+        view.dtype = entry->dl;
+        view.shape = buffer->dims;
+        view.strides = view_strides;
+        view.byte_offset = 0;
         a.type_index = kTPDLTensorPtr;
         a.flags = written ? 0u : TP_ANY_FLAG_READ_ONLY;
         a.v_dltensor = &views[i];
@@ -555,7 +571,7 @@ bool RunFast(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream
   result.type_index = kTPNone;
   int rc;
   if (plan.n_alloc == 0) {
-    XlaCall call{{nullptr, 0, 0, RefuseRequest}, &plan, &frame->rets, device, nullptr};
+    XlaCall call(&plan, nullptr, 0);
     {
       EnvScope env(device, stream, &call);
       rc = plan.entry(plan.self, args, n, &result);
@@ -567,7 +583,7 @@ bool RunFast(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream
   }
   LentLease lease(plan.n_alloc);
   if (!LendResults(plan, frame->rets, device, kFastRank, lease.block)) return false;
-  XlaCall call{{lease.block->slots, plan.n_alloc, 0, RefuseRequest}, &plan, &frame->rets, device, nullptr};
+  XlaCall call(&plan, lease.block->slots, plan.n_alloc);
   {
     EnvScope env(device, stream, &call);
     rc = plan.entry(plan.self, args, n, &result);
@@ -580,7 +596,9 @@ bool RunFast(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream
   return true;
 }
 
-Error* RunOp(CallFrame* frame, DLDeviceType device_type, int32_t slot) {
+Error* RunGeneral(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream);
+
+inline __attribute__((always_inline)) Error* RunOp(CallFrame* frame, DLDeviceType device_type, int32_t slot) {
   const Api* api = frame->api;
   if (frame->extension_start != nullptr && frame->extension_start->type == kExtensionMetadata) {
     // XLA asks which API version the handler was built for.
@@ -624,7 +642,13 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type, int32_t slot) {
     Error* error = nullptr;
     if (RunFast(frame, plan, device, stream, &error)) return error;
   }
+  return RunGeneral(frame, plan, device, stream);
+}
 
+// Any plan (RunOp checked the call's sizes against it), and the calls RunFast declined:
+// arrays sized per call, every parameter source, every error reported.
+__attribute__((noinline)) Error* RunGeneral(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream) {
+  const Api* api = frame->api;
   // Every buffer's rank, checked once; their sum sizes the strides below.
   uint64_t total_rank = 0;
   bool ranks_ok = true;
@@ -789,7 +813,7 @@ Error* RunOp(CallFrame* frame, DLDeviceType device_type, int32_t slot) {
     }
     return MakeError(api, kErrorInternal, "op '" + plan.op + "': its results could not be lent");
   }
-  XlaCall call{{lease.block->slots, plan.n_alloc, 0, RefuseRequest}, &plan, &frame->rets, device, nullptr};
+  XlaCall call(&plan, lease.block->slots, plan.n_alloc);
   TPAny result;
   result.type_index = kTPNone;
   int rc;

@@ -256,7 +256,7 @@ __attribute__((noinline)) int RefuseMismatch(const DLTensor* request, DLManagedT
 inline int LendNext(const DLTensor* request, DLManagedTensorVersioned** out) {
   TPLentTensors* lent = tls_lent;
   if (__builtin_expect(lent == nullptr, 0)) {
-    TPErrorSet("RuntimeError", "TPLentAllocator is bound, but no tensors are lent (TPEnvSetLentTensors)");
+    TPErrorSet("RuntimeError", "TPLentAllocator is bound, but no tensors are lent (TPEnvLend)");
     return -1;
   }
   const int32_t k = lent->next;
@@ -268,15 +268,38 @@ inline int LendNext(const DLTensor* request, DLManagedTensorVersioned** out) {
               request->dtype.lanes == t.dtype.lanes && request->device.device_type == t.device.device_type &&
               request->device.device_id == t.device.device_id && (ndim == 0 || request->shape != nullptr);
   if (same) {
-    const int64_t* strides = request->strides;
-    for (int32_t i = 0; i < ndim; ++i) {
-      same &= request->shape[i] == t.shape[i];
-      same &= strides == nullptr || t.shape[i] == 1 || strides[i] == t.strides[i];  // t is compact
+    for (int32_t i = 0; i < ndim; ++i) same &= request->shape[i] == t.shape[i];
+    if (const int64_t* strides = request->strides) {
+      for (int32_t i = 0; i < ndim; ++i) same &= t.shape[i] == 1 || strides[i] == t.strides[i];  // t is compact
     }
   }
   if (__builtin_expect(!same, 0)) return lent->refuse(lent, request);
   lent->next = k + 1;
   *out = tensor;
+  return 0;
+}
+
+// TPEnvAllocTensor through the bound allocator (or the default CPU one), out of line: the
+// lent path stays a leaf.
+__attribute__((noinline)) int AllocThroughAllocator(DLTensor* prototype, DLManagedTensorVersioned** out) {
+  if (const char* problem = CheckPrototype(*prototype)) {
+    return ReportAllocFailure(prototype, nullptr, problem, false);
+  }
+  // No allocator can hold more than 2^63 - 1 bytes, and not every framework checks its own
+  // size arithmetic (paddle 3.3 wraps 2^64 bytes to an empty block that the kernel would
+  // then write): such a request is refused here, before any allocator sees it.
+  uint64_t request_bytes = 0;
+  if (!CheckedNumBytes(*prototype, &request_bytes) || request_bytes > uint64_t(INT64_MAX)) {
+    return ReportAllocFailure(prototype, nullptr, nullptr, false);
+  }
+  DLPackManagedTensorAllocator alloc = tls_allocator ? tls_allocator : DefaultCPUAllocator;
+  bool reported = false;
+  if (alloc(prototype, out, &reported, SetErrorToThread) != 0 || *out == nullptr) {
+    *out = nullptr;  // an allocator that failed may have written it
+    return ReportAllocFailure(prototype, alloc, nullptr, reported);
+  }
+  // What kernels rely on (c_api.h), checked once here for every allocator: the tensor asked for.
+  if (__builtin_expect(!MatchesRequest((*out)->dl_tensor, *prototype), 0)) return RefuseMismatch(prototype, out);
   return 0;
 }
 
@@ -314,10 +337,16 @@ void* TPEnvSetStream(int32_t device_type, int32_t device_id, void* stream) {
 
 void TPLentTensorDeleter(DLManagedTensorVersioned*) {}
 
-TPLentTensors* TPEnvSetLentTensors(TPLentTensors* lent) {
-  TPLentTensors* previous = tls_lent;
+void TPEnvLend(TPLentTensors* lent) {
+  lent->previous_allocator = tls_allocator;
+  lent->previous = tls_lent;
+  tls_allocator = TPLentAllocator;
   tls_lent = lent;
-  return previous;
+}
+
+void TPEnvUnlend(TPLentTensors* lent) {
+  tls_allocator = lent->previous_allocator;
+  tls_lent = lent->previous;
 }
 
 int TPLentAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
@@ -351,25 +380,7 @@ int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out) {
   }
   // Lent tensors first: the request is checked by matching the next one.
   if (tls_allocator == TPLentAllocator) return LendNext(prototype, out);
-  if (const char* problem = CheckPrototype(*prototype)) {
-    return ReportAllocFailure(prototype, nullptr, problem, false);
-  }
-  // No allocator can hold more than 2^63 - 1 bytes, and not every framework checks its own
-  // size arithmetic (paddle 3.3 wraps 2^64 bytes to an empty block that the kernel would
-  // then write): such a request is refused here, before any allocator sees it.
-  uint64_t request_bytes = 0;
-  if (!CheckedNumBytes(*prototype, &request_bytes) || request_bytes > uint64_t(INT64_MAX)) {
-    return ReportAllocFailure(prototype, nullptr, nullptr, false);
-  }
-  DLPackManagedTensorAllocator alloc = tls_allocator ? tls_allocator : DefaultCPUAllocator;
-  bool reported = false;
-  if (alloc(prototype, out, &reported, SetErrorToThread) != 0 || *out == nullptr) {
-    *out = nullptr;  // an allocator that failed may have written it
-    return ReportAllocFailure(prototype, alloc, nullptr, reported);
-  }
-  // What kernels rely on (c_api.h), checked once here for every allocator: the tensor asked for.
-  if (__builtin_expect(!MatchesRequest((*out)->dl_tensor, *prototype), 0)) return RefuseMismatch(prototype, out);
-  return 0;
+  return AllocThroughAllocator(prototype, out);
 }
 
 }  // extern "C"

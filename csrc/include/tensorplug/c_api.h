@@ -339,18 +339,28 @@ typedef struct TPLentTensors {
    * strides or row-major compact ones), or past the last one: records the error
    * (TPErrorSet), returns -1. */
   int (*refuse)(struct TPLentTensors* self, const DLTensor* request);
+  /* What was bound before: set by TPEnvLend, restored by TPEnvUnlend. */
+  DLPackManagedTensorAllocator previous_allocator;
+  struct TPLentTensors* previous;
 } TPLentTensors;
 TP_API void TPLentTensorDeleter(DLManagedTensorVersioned* self);
 #define TENSORPLUG_LENT_SCRATCH_BYTES 32
 /*
- * The allocator that serves the calling thread's lent tensors (TPEnvSetLentTensors): bind
- * it with TPEnvSetAllocator. TPEnvAllocTensor hands the next lent tensor out directly when
- * it is bound, without the checks a framework's allocator needs (the match is the check).
+ * Serve the calling thread's TPEnvAllocTensor requests from `lent` until TPEnvUnlend(lent):
+ * binds `lent` and TPLentAllocator as the thread's allocator, keeping what was bound
+ * before in lent->previous_allocator and lent->previous. Code that binds an allocator
+ * meanwhile (a framework call inside the kernel) and restores it keeps this working.
+ */
+TP_API void TPEnvLend(TPLentTensors* lent);
+/* Restore what TPEnvLend(lent) replaced. Lends nest: unlend in reverse order. */
+TP_API void TPEnvUnlend(TPLentTensors* lent);
+/*
+ * The allocator bound while tensors are lent (TPEnvLend): it hands out the next lent
+ * tensor. TPEnvAllocTensor does so directly when it is bound, without the checks a
+ * framework's allocator needs (the match with the lent tensor is the check).
  */
 TP_API int TPLentAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
                            void (*set_error)(void* error_ctx, const char* kind, const char* message));
-/* Set the calling thread's lent tensors (NULL: none); returns the previous ones. */
-TP_API TPLentTensors* TPEnvSetLentTensors(TPLentTensors* lent);
 
 /*
  * Provider storage: process-wide key -> value storage that kernel providers share (a
