@@ -173,6 +173,7 @@ struct LentBlock {
   DLManagedTensorVersioned* slots;  // `capacity` of each, never freed
   LentScratch* scratch;
   int64_t* strides;  // TP_MAX_NDIM per slot
+  int64_t unit_stride;  // the strides of every slot of at most one dimension
 };
 thread_local LentBlock* tls_lent_blocks __attribute__((tls_model("initial-exec"))) = nullptr;
 
@@ -208,7 +209,7 @@ __attribute__((noinline)) LentBlock* AcquireLentBlockSlow(int32_t n) {
   }
   const int32_t capacity = std::max<int32_t>(n, 4);
   auto* block = new LentBlock{nullptr, capacity, new DLManagedTensorVersioned[capacity](),
-                              new LentScratch[capacity](), new int64_t[size_t(capacity) * TP_MAX_NDIM]};
+                              new LentScratch[capacity](), new int64_t[size_t(capacity) * TP_MAX_NDIM], 1};
   // What every lent tensor of the slot has in common (LendResults fills its dl_tensor).
   for (int32_t k = 0; k < capacity; ++k) {
     DLManagedTensorVersioned& slot = block->slots[k];
@@ -328,8 +329,11 @@ inline __attribute__((always_inline)) bool LendResults(const OpPlan& plan, const
     const DTypeEntry* entry = FromXla(buffer->dtype);
     const int64_t rank = buffer->rank;
     if (entry == nullptr || static_cast<uint64_t>(rank) > static_cast<uint64_t>(max_rank)) return false;
-    int64_t* strides = block->strides + size_t(k) * TP_MAX_NDIM;
-    FillStrides(rank, buffer->dims, strides);
+    int64_t* strides = &block->unit_stride;  // compact with at most one dimension: 1
+    if (rank > 1) {
+      strides = block->strides + size_t(k) * TP_MAX_NDIM;
+      FillStrides(rank, buffer->dims, strides);
+    }
     // The rest of the slot was set when the block was made (AcquireLentBlockSlow).
     DLTensor& t = block->slots[k].dl_tensor;
     t.data = buffer->data;
@@ -349,13 +353,14 @@ struct EnvScope {
   DLDevice device;
   void* saved_stream;
   XlaCall* call;
-  EnvScope(DLDevice d, void* stream, XlaCall* lent) : device(d), saved_stream(nullptr), call(lent) {
+  __attribute__((always_inline)) EnvScope(DLDevice d, void* stream, XlaCall* lent)
+      : device(d), saved_stream(nullptr), call(lent) {
     // XLA:CPU has no stream, and a CPU stream is set only inside a tensorplug call from
     // Python, never around an XLA computation: the CPU entry is already NULL.
     if (d.device_type != kDLCPU) saved_stream = TPEnvSetStream(d.device_type, d.device_id, stream);
     TPEnvLend(call);
   }
-  ~EnvScope() {
+  __attribute__((always_inline)) ~EnvScope() {
     TPEnvUnlend(call);
     if (device.device_type != kDLCPU) TPEnvSetStream(device.device_type, device.device_id, saved_stream);
   }

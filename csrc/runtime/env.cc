@@ -28,9 +28,13 @@ struct StreamTable {
 // general-dynamic model would cost a __tls_get_addr call per access. Only pointer-sized
 // variables live in static TLS; the table itself is on the heap.
 #define TP_FAST_TLS __attribute__((tls_model("initial-exec")))
-thread_local StreamTable* tls_streams TP_FAST_TLS = nullptr;
-thread_local DLPackManagedTensorAllocator tls_allocator TP_FAST_TLS = nullptr;
-thread_local TPLentTensors* tls_lent TP_FAST_TLS = nullptr;
+// One struct: a function that reads or writes several of them finds it once.
+struct ThreadEnv {
+  StreamTable* streams;
+  DLPackManagedTensorAllocator allocator;
+  TPLentTensors* lent;
+};
+thread_local ThreadEnv tls_env TP_FAST_TLS = {nullptr, nullptr, nullptr};
 
 // ---- default CPU allocator: one malloc holding the header, shape, strides and data ----
 constexpr size_t kDataAlignment = 64;
@@ -254,7 +258,7 @@ __attribute__((noinline)) int RefuseMismatch(const DLTensor* request, DLManagedT
 // The next lent tensor for `request` (c_api.h, TPLentTensors): one compare of the request
 // with it, which also validates the request (lent tensors are well formed).
 inline int LendNext(const DLTensor* request, DLManagedTensorVersioned** out) {
-  TPLentTensors* lent = tls_lent;
+  TPLentTensors* lent = tls_env.lent;
   if (__builtin_expect(lent == nullptr, 0)) {
     TPErrorSet("RuntimeError", "TPLentAllocator is bound, but no tensors are lent (TPEnvLend)");
     return -1;
@@ -264,10 +268,17 @@ inline int LendNext(const DLTensor* request, DLManagedTensorVersioned** out) {
   DLManagedTensorVersioned* tensor = &lent->tensors[k];
   const DLTensor& t = tensor->dl_tensor;
   const int32_t ndim = request->ndim;
-  bool same = ndim == t.ndim && request->dtype.code == t.dtype.code && request->dtype.bits == t.dtype.bits &&
-              request->dtype.lanes == t.dtype.lanes && request->device.device_type == t.device.device_type &&
-              request->device.device_id == t.device.device_id && (ndim == 0 || request->shape != nullptr);
-  if (same) {
+  // dtype and device compared as words (4 and 8 bytes, no padding).
+  uint32_t dtype_asked, dtype_lent;
+  uint64_t device_asked, device_lent;
+  static_assert(sizeof(DLDataType) == 4 && sizeof(DLDevice) == 8, "DLPack layout");
+  std::memcpy(&dtype_asked, &request->dtype, 4);
+  std::memcpy(&dtype_lent, &t.dtype, 4);
+  std::memcpy(&device_asked, &request->device, 8);
+  std::memcpy(&device_lent, &t.device, 8);
+  bool same = ndim == t.ndim && dtype_asked == dtype_lent && device_asked == device_lent &&
+              (ndim == 0 || request->shape != nullptr);
+  if (same && ndim > 0) {
     for (int32_t i = 0; i < ndim; ++i) same &= request->shape[i] == t.shape[i];
     if (const int64_t* strides = request->strides) {
       for (int32_t i = 0; i < ndim; ++i) same &= t.shape[i] == 1 || strides[i] == t.strides[i];  // t is compact
@@ -292,7 +303,7 @@ __attribute__((noinline)) int AllocThroughAllocator(DLTensor* prototype, DLManag
   if (!CheckedNumBytes(*prototype, &request_bytes) || request_bytes > uint64_t(INT64_MAX)) {
     return ReportAllocFailure(prototype, nullptr, nullptr, false);
   }
-  DLPackManagedTensorAllocator alloc = tls_allocator ? tls_allocator : DefaultCPUAllocator;
+  DLPackManagedTensorAllocator alloc = tls_env.allocator ? tls_env.allocator : DefaultCPUAllocator;
   bool reported = false;
   if (alloc(prototype, out, &reported, SetErrorToThread) != 0 || *out == nullptr) {
     *out = nullptr;  // an allocator that failed may have written it
@@ -308,7 +319,7 @@ __attribute__((noinline)) int AllocThroughAllocator(DLTensor* prototype, DLManag
 extern "C" {
 
 void* TPEnvGetStream(int32_t device_type, int32_t device_id) {
-  const StreamTable* table = tls_streams;
+  const StreamTable* table = tls_env.streams;
   if (!table) return nullptr;
   for (const StreamEntry& e : table->entries) {
     if (e.device_type == device_type && e.device_id == device_id) return e.stream;
@@ -317,12 +328,12 @@ void* TPEnvGetStream(int32_t device_type, int32_t device_id) {
 }
 
 void* TPEnvSetStream(int32_t device_type, int32_t device_id, void* stream) {
-  StreamTable* table = tls_streams;
+  StreamTable* table = tls_env.streams;
   if (!table) {
     if (stream == nullptr) return nullptr;  // the default needs no entry
     // Freed with the thread: a thread_local owner runs its destructor at thread exit.
     static thread_local std::unique_ptr<StreamTable> owner(new StreamTable);
-    table = tls_streams = owner.get();
+    table = tls_env.streams = owner.get();
   }
   for (StreamEntry& e : table->entries) {
     if (e.device_type == device_type && e.device_id == device_id) {
@@ -338,15 +349,15 @@ void* TPEnvSetStream(int32_t device_type, int32_t device_id, void* stream) {
 void TPLentTensorDeleter(DLManagedTensorVersioned*) {}
 
 void TPEnvLend(TPLentTensors* lent) {
-  lent->previous_allocator = tls_allocator;
-  lent->previous = tls_lent;
-  tls_allocator = TPLentAllocator;
-  tls_lent = lent;
+  lent->previous_allocator = tls_env.allocator;
+  lent->previous = tls_env.lent;
+  tls_env.allocator = TPLentAllocator;
+  tls_env.lent = lent;
 }
 
 void TPEnvUnlend(TPLentTensors* lent) {
-  tls_allocator = lent->previous_allocator;
-  tls_lent = lent->previous;
+  tls_env.allocator = lent->previous_allocator;
+  tls_env.lent = lent->previous;
 }
 
 int TPLentAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
@@ -363,11 +374,11 @@ int TPLentAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* e
   return -1;
 }
 
-DLPackManagedTensorAllocator TPEnvGetAllocator(void) { return tls_allocator; }
+DLPackManagedTensorAllocator TPEnvGetAllocator(void) { return tls_env.allocator; }
 
 DLPackManagedTensorAllocator TPEnvSetAllocator(DLPackManagedTensorAllocator alloc) {
-  DLPackManagedTensorAllocator previous = tls_allocator;
-  tls_allocator = alloc;
+  DLPackManagedTensorAllocator previous = tls_env.allocator;
+  tls_env.allocator = alloc;
   return previous;
 }
 
@@ -379,7 +390,7 @@ int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out) {
     return -1;
   }
   // Lent tensors first: the request is checked by matching the next one.
-  if (tls_allocator == TPLentAllocator) return LendNext(prototype, out);
+  if (tls_env.allocator == TPLentAllocator) return LendNext(prototype, out);
   return AllocThroughAllocator(prototype, out);
 }
 

@@ -166,17 +166,6 @@ void TPModuleRelease(TPModuleHandle module) {
   delete module;
 }
 
-namespace {
-// Exported functions ignore `self`: this trampoline lets them be TPFunctionObj closures.
-struct ExportedFunc {
-  TPPackedFunc entry;
-};
-int CallExported(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
-  return static_cast<ExportedFunc*>(self)->entry(nullptr, args, nargs, result);
-}
-void DeleteExported(void* self) { delete static_cast<ExportedFunc*>(self); }
-}  // namespace
-
 int TPModuleGetFunction(TPModuleHandle module, const char* name, TPFunctionHandle* out) {
   *out = nullptr;
   auto it = module->functions.find(name);
@@ -184,13 +173,8 @@ int TPModuleGetFunction(TPModuleHandle module, const char* name, TPFunctionHandl
   using SigFn = const char* (*)(void);
   auto sig_fn = reinterpret_cast<SigFn>(dlsym(module->dl_handle, (std::string(kSigPrefix) + name).c_str()));
   const char* signature = sig_fn ? sig_fn() : nullptr;
-  auto* closure = new (std::nothrow) ExportedFunc{it->second};
-  if (!closure) return Fail("MemoryError", "out of memory");
-  if (TPFunctionCreate(closure, CallExported, DeleteExported, signature, out) != 0) {
-    delete closure;
-    return -1;
-  }
-  return 0;
+  // Exported functions take NULL for `self` (c_api.h): the entry is the function itself.
+  return TPFunctionCreate(nullptr, it->second, nullptr, signature, out);
 }
 
 int TPModuleListFunctions(TPModuleHandle module, void (*visit)(void*, const char*), void* ctx) {

@@ -542,6 +542,18 @@ TENSORPLUG_PRIVATE_COLD_NORETURN inline void ThrowBadShape(IntArrayView shape, c
   TENSORPLUG_THROW(ValueError) << where << ": negative extent in shape " << shape;
 }
 
+// A failed env allocation of `shape`: a negative extent is named as the kernel API names
+// it (TPEnvAllocTensor refused it too), anything else is rethrown as recorded.
+TENSORPLUG_PRIVATE_COLD_NORETURN inline void ThrowAllocFailure(IntArrayView shape, const char* where) {
+  for (int64_t extent : shape) {
+    if (extent < 0) {
+      TPErrorClear();
+      ThrowBadShape(shape, where);
+    }
+  }
+  ThrowLastError();
+}
+
 // Inline (every allocation checks its shape); the message is built out of line.
 inline int32_t CheckShape(IntArrayView shape, const char* where) {
   bool ok = shape.size() <= TP_MAX_NDIM;
@@ -749,12 +761,15 @@ class Tensor : public detail::TensorAccessors<Tensor> {
 
   static Tensor EnvAlloc(IntArrayView shape, const int64_t* strides, DLDataType dtype,
                          DLDevice device) {
-    DLTensor prototype{nullptr, device, detail::CheckShape(shape, "FromEnvAlloc"), dtype,
+    if (TENSORPLUG_PRIVATE_UNLIKELY(shape.size() > TP_MAX_NDIM)) detail::ThrowBadShape(shape, "FromEnvAlloc");
+    DLTensor prototype{nullptr, device, static_cast<int32_t>(shape.size()), dtype,
                        const_cast<int64_t*>(shape.data()), const_cast<int64_t*>(strides), 0};
     DLManagedTensorVersioned* out = nullptr;
-    // TPEnvAllocTensor returns the dtype, device and shape asked for, compact when no
-    // strides were given, or fails (c_api.h): nothing to check here.
-    if (TENSORPLUG_PRIVATE_UNLIKELY(TPEnvAllocTensor(&prototype, &out) != 0)) detail::ThrowLastError();
+    // TPEnvAllocTensor checks the request, and returns the dtype, device and shape asked
+    // for, compact when no strides were given, or fails (c_api.h): nothing to check here.
+    if (TENSORPLUG_PRIVATE_UNLIKELY(TPEnvAllocTensor(&prototype, &out) != 0)) {
+      detail::ThrowAllocFailure(shape, "FromEnvAlloc");
+    }
     return out->deleter == &TPLentTensorDeleter ? Lent(out) : FromDLPackVersioned(out);
   }
   // A tensor lent for the call (TPLentTensorDeleter): its reference count lives in the
