@@ -99,7 +99,7 @@ tp::Tensor own_buffer(tp::TensorView x) {
 }
 
 // Shares its result between copies (inside jax.jit a lent XLA buffer, whose count lives in
-// the handler's frame): y = [use_count with a copy alive, use_count after, x...].
+// the lender's scratch bytes): y = [use_count with a copy alive, use_count after, x...].
 tp::Tensor shared_counts(tp::TensorView x) {
   tp::Tensor y = tp::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
   float* o = y.mutable_data_ptr<float>();
@@ -231,6 +231,56 @@ def test_result_buffer_shared_between_tensor_copies_counts_them(ops):
         np.testing.assert_array_equal(np.asarray(y), f32(3, 1, 3))
 
 
+KEEP_SOURCE = r"""
+namespace tp = tensorplug;
+// A kernel with a bug: it keeps its result past the call. Inside jax.jit that result is
+// XLA's buffer, lent for the call only; dropping the kept Tensor later (at the next call,
+// or in drop_kept) must touch only memory the lender still owns.
+tp::Tensor kept;
+tp::Tensor keep_result(tp::TensorView x) {
+  tp::Tensor y = tp::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
+  for (int64_t i = 0; i < x.numel(); ++i) y.mutable_data_ptr<float>()[i] = x.data_ptr<float>()[i] * 2;
+  kept = y;  // drops the previous call's result
+  return y;
+}
+int64_t drop_kept() {
+  int64_t count = kept.use_count();
+  kept = tp::Tensor();
+  return count;
+}
+"""
+
+
+def test_a_result_kept_past_the_call_is_dropped_safely():
+    # Memory errors would crash the interpreter: the calls run in a subprocess (and under
+    # the sanitizer suite, with ASan watching every access).
+    code = textwrap.dedent(f"""
+        import jax, jax.numpy as jnp, numpy as np, threading
+        import tensorplug
+        from tensorplug import cpp
+        mod = cpp.load_inline("op_jax_keep", {KEEP_SOURCE!r}, functions=["keep_result", "drop_kept"])
+        op = tensorplug.op("tpjax_keep::keep_result", mod.keep_result, returns=tensorplug.like("x"))
+        f = jax.jit(op)
+        for i in range(5):
+            y = f(jnp.asarray(np.full(3, i, np.float32)))
+            assert np.asarray(y).tolist() == [2.0 * i] * 3, y
+        # Other threads lend their own blocks; the kept Tensor moves between them.
+        def run(i):
+            assert np.asarray(f(jnp.asarray(np.full(3, i, np.float32)))).tolist() == [2.0 * i] * 3
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        g = jax.jit(lambda x: op(op(x)))  # two calls in one computation
+        assert np.asarray(g(jnp.ones(3, jnp.float32))).tolist() == [4.0] * 3
+        assert mod.drop_kept() == 1  # the kept reference alone
+        assert np.asarray(f(jnp.ones(3, jnp.float32))).tolist() == [2.0] * 3
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ok"
+
+
 # ------------------------------------------------------------------- transforms ----
 
 def test_vmap_runs_the_kernel_per_batch_element(ops):
@@ -335,9 +385,31 @@ def test_a_plan_key_keeps_its_slot(mod):
     assert 0 <= first < 2048 and 0 <= other < 2048
 
 
+def test_plan_slots_run_out_with_a_clear_error():
+    # A fresh process: 2048 keys fill every slot; the next is a RuntimeError, and a key
+    # already defined keeps its slot.
+    code = textwrap.dedent(f"""
+        from tensorplug import cpp, exchange
+        mod = cpp.load_inline("op_jax_slots", {SOURCE.split("// A new (x.shape")[0]!r}, functions=["axpy"])
+        params = [("x", 0, 0, "", "view"), ("out", 1, 0, "", "view"), ("alpha", 2, 0, "alpha", "float")]
+        slots = [exchange.xla_ffi_define(f"slots::op{{i}}", mod.axpy, params, 1, 1, 0) for i in range(2048)]
+        assert sorted(slots) == list(range(2048)), slots[:5]
+        try:
+            exchange.xla_ffi_define("slots::one_more", mod.axpy, params, 1, 1, 0)
+        except RuntimeError as e:
+            print(e)
+        assert exchange.xla_ffi_define("slots::op7", mod.axpy, params, 1, 1, 0) == slots[7]
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == ("tensorplug: at most 2048 op call forms can run inside XLA in one process (each "
+                                   "op, and each combination of None arguments and list lengths it is called with, "
+                                   "is one); 'slots::one_more' is one more")
+
+
 def test_handler_checks_the_number_of_operands(ops):
     x = jnp.asarray(f32(1))
-    ops["scale"](x, 1.0)  # defines the plan and registers its target
+    jax.jit(lambda x: ops["scale"](x, 1.0))(x)  # traced: defines the plan and registers its target
     out = jax.ShapeDtypeStruct((1,), jnp.float32)
     with raises_xla_error((r"op 'tpjax::scale': XLA passed 2 argument\(s\) and 1 result\(s\), "
                                             r"expected 1 and 1")):

@@ -160,6 +160,17 @@ struct alignas(void*) LentScratch {
   unsigned char bytes[TENSORPLUG_LENT_SCRATCH_BYTES];
 };
 
+// ------------------------------------------------------- the call in flight ----
+// One per handler invocation: the result buffers lent to the kernel's FromEnvAlloc
+// requests (TPEnvLend), and what a refusal's message needs.
+int RefuseRequest(TPLentTensors* lent, const DLTensor* prototype) noexcept;
+struct XlaCall : TPLentTensors {
+  const OpPlan* plan = nullptr;
+  bool refused = false;  // a request was refused: the kernel's error is that message, reported as is
+  XlaCall(const OpPlan* p, DLManagedTensorVersioned* results, int32_t n)
+      : TPLentTensors{results, n, 0, RefuseRequest, nullptr, nullptr}, plan(p) {}
+};
+
 // The managed tensors FromEnvAlloc hands out inside the handler, one per allocated result,
 // filled before the call: they describe XLA's result buffers and are lent (the kernel's
 // Tensor keeps its count in the slot's scratch bytes). c_api.h promises that they stay
@@ -174,6 +185,7 @@ struct LentBlock {
   LentScratch* scratch;
   int64_t* strides;  // TP_MAX_NDIM per slot
   int64_t unit_stride;  // the strides of every slot of at most one dimension
+  XlaCall call;         // lending `slots`: a call sets its count, next, plan and refused
 };
 thread_local LentBlock* tls_lent_blocks __attribute__((tls_model("initial-exec"))) = nullptr;
 
@@ -209,7 +221,9 @@ __attribute__((noinline)) LentBlock* AcquireLentBlockSlow(int32_t n) {
   }
   const int32_t capacity = std::max<int32_t>(n, 4);
   auto* block = new LentBlock{nullptr, capacity, new DLManagedTensorVersioned[capacity](),
-                              new LentScratch[capacity](), new int64_t[size_t(capacity) * TP_MAX_NDIM], 1};
+                              new LentScratch[capacity](), new int64_t[size_t(capacity) * TP_MAX_NDIM], 1,
+                              XlaCall(nullptr, nullptr, 0)};
+  block->call.tensors = block->slots;
   // What every lent tensor of the slot has in common (LendResults fills its dl_tensor).
   for (int32_t k = 0; k < capacity; ++k) {
     DLManagedTensorVersioned& slot = block->slots[k];
@@ -220,6 +234,16 @@ __attribute__((noinline)) LentBlock* AcquireLentBlockSlow(int32_t n) {
   }
   AllLentBlocks().push_back(block);
   return block;
+}
+
+// The block's call record, set for a call of `plan` (its slots filled: LendResults).
+inline XlaCall& CallOf(LentBlock* block, const OpPlan& plan) {
+  XlaCall& call = block->call;
+  call.count = plan.n_alloc;
+  call.next = 0;
+  call.plan = &plan;
+  call.refused = false;
+  return call;
 }
 
 // A block of at least `n` slots for one call, given back when the call is over.
@@ -239,17 +263,6 @@ struct LentLease {
   }
   LentLease(const LentLease&) = delete;
   LentLease& operator=(const LentLease&) = delete;
-};
-
-// ------------------------------------------------------- the call in flight ----
-// One per handler invocation: the result buffers lent to the kernel's FromEnvAlloc
-// requests (TPEnvSetLentTensors), and what a refusal's message needs.
-int RefuseRequest(TPLentTensors* lent, const DLTensor* prototype) noexcept;
-struct XlaCall : TPLentTensors {
-  const OpPlan* plan;
-  bool refused = false;  // a request was refused: the kernel's error is that message, reported as is
-  XlaCall(const OpPlan* p, DLManagedTensorVersioned* results, int32_t n)
-      : TPLentTensors{results, n, 0, RefuseRequest, nullptr, nullptr}, plan(p) {}
 };
 
 // Row-major compact strides, as XLA lays buffers out by default.
@@ -588,7 +601,7 @@ inline __attribute__((always_inline)) bool RunFast(CallFrame* frame, const OpPla
   }
   LentLease lease(plan.n_alloc);
   if (!LendResults(plan, frame->rets, device, kFastRank, lease.block)) return false;
-  XlaCall call(&plan, lease.block->slots, plan.n_alloc);
+  XlaCall& call = CallOf(lease.block, plan);
   {
     EnvScope env(device, stream, &call);
     rc = plan.entry(plan.self, args, n, &result);
@@ -818,7 +831,7 @@ __attribute__((noinline)) Error* RunGeneral(CallFrame* frame, const OpPlan& plan
     }
     return MakeError(api, kErrorInternal, "op '" + plan.op + "': its results could not be lent");
   }
-  XlaCall call(&plan, lease.block->slots, plan.n_alloc);
+  XlaCall& call = CallOf(lease.block, plan);
   TPAny result;
   result.type_index = kTPNone;
   int rc;

@@ -316,6 +316,134 @@ void TestBoundAllocator() {
   TPEnvSetAllocator(previous);
 }
 
+// An allocator that returns another tensor than the one asked for, as `g_lie` says:
+// 0 one element more, 1 another dtype, 2 column-major strides, 3 another device; 4 tells
+// the truth, with odd strides where any stride is compact.
+int g_lie = 0;
+int LyingAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                   void (*set_error)(void*, const char*, const char*)) {
+  DLTensor asked = *prototype;
+  std::vector<int64_t> shape(asked.shape, asked.shape + asked.ndim);
+  if (g_lie == 0) shape[0] += 1;
+  if (g_lie == 1) asked.dtype = tp::kFloat64;
+  if (g_lie == 3) asked.device = tp::CUDADevice(0);
+  asked.shape = shape.data();
+  asked.strides = nullptr;
+  if (CountingAllocator(&asked, out, error_ctx, set_error) != 0) return -1;
+  DLTensor& t = (*out)->dl_tensor;
+  if (g_lie == 2) std::swap(t.strides[0], t.strides[1]);
+  for (int32_t i = 0; g_lie == 4 && i < t.ndim; ++i) {
+    if (t.shape[i] == 1) t.strides[i] = 12345;  // any stride is compact for an extent of 1
+  }
+  return 0;
+}
+
+// TPEnvAllocTensor checks what every allocator returns (c_api.h): another tensor than the
+// one asked for is released and refused, naming both.
+void TestAllocatorResultChecked() {
+  DLPackManagedTensorAllocator previous = TPEnvSetAllocator(LyingAllocator);
+  const int frees_before = g_frees;
+  const char* expected[] = {
+      "the allocator returned float32[3, 3] strides [3, 1] on cpu:0 for a request of float32[2, 3] on cpu:0 "
+      "(row-major compact)",
+      "the allocator returned float64[2, 3] strides [3, 1] on cpu:0 for a request of float32[2, 3] on cpu:0 "
+      "(row-major compact)",
+      "the allocator returned float32[2, 3] strides [1, 3] on cpu:0 for a request of float32[2, 3] on cpu:0 "
+      "(row-major compact)",
+      "the allocator returned float32[2, 3] strides [3, 1] on cuda:0 for a request of float32[2, 3] on cpu:0 "
+      "(row-major compact)",
+  };
+  for (g_lie = 0; g_lie < 4; ++g_lie) {
+    Caught c = Catch([] { tp::Tensor::FromEnvAlloc({2, 3}, tp::kFloat32, tp::kCPU); });
+    EXPECT(c.kind == "RuntimeError" && c.message == expected[g_lie]);
+  }
+  EXPECT(g_frees == frees_before + 4);  // every refused tensor was released
+  // Strides of extent-1 dimensions are free; a strided request's strides are the allocator's.
+  g_lie = 4;
+  EXPECT(tp::Tensor::FromEnvAlloc({1, 3}, tp::kFloat32, tp::kCPU).stride(0) == 12345);
+  g_lie = 2;
+  Caught c = Catch([] { tp::Tensor::FromEnvAlloc({2, 3}, {3, 1}, tp::kFloat32, tp::kCPU); });
+  EXPECT(c.kind == "ValueError" && Contains(c.message, "could not honour strides [3, 1]"));
+  TPEnvSetAllocator(previous);
+}
+
+// Lent tensors (c_api.h): requests get them in order, checked against each; what does not
+// match, and a request past the last one, goes to `refuse`; lends nest and restore.
+struct TestLent : TPLentTensors {
+  int refused = 0;
+};
+int RefuseForTest(TPLentTensors* self, const DLTensor* request) {
+  auto* lent = static_cast<TestLent*>(self);
+  ++lent->refused;
+  TPErrorSet("ValueError", ("refused request " + std::to_string(lent->next) + " of " +
+                            std::to_string(request->ndim) + " dimension(s)").c_str());
+  return -1;
+}
+
+void TestLentTensors() {
+  float a[6], b[4];
+  int64_t a_shape[2] = {2, 3}, a_strides[2] = {3, 1}, b_shape[1] = {4}, b_strides[1] = {1};
+  unsigned char scratch[2][TENSORPLUG_LENT_SCRATCH_BYTES] alignas(void*);
+  DLManagedTensorVersioned tensors[2] = {};
+  tensors[0].dl_tensor = DLTensor{a, tp::kCPU, 2, tp::kFloat32, a_shape, a_strides, 0};
+  tensors[1].dl_tensor = DLTensor{b, tp::kCPU, 1, tp::kInt32, b_shape, b_strides, 0};
+  for (int k = 0; k < 2; ++k) {
+    tensors[k].version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    tensors[k].manager_ctx = scratch[k];
+    tensors[k].deleter = TPLentTensorDeleter;
+  }
+  TestLent lent;
+  static_cast<TPLentTensors&>(lent) = TPLentTensors{tensors, 2, 0, RefuseForTest, nullptr, nullptr};
+  DLPackManagedTensorAllocator before = TPEnvSetAllocator(CountingAllocator);
+  TPEnvLend(&lent);
+  EXPECT(TPEnvGetAllocator() == TPLentAllocator);
+  {
+    // A mismatch is refused and hands nothing out; the match then gets the tensor itself.
+    Caught c = Catch([] { tp::Tensor::FromEnvAlloc({3, 2}, tp::kFloat32, tp::kCPU); });
+    EXPECT(c.kind == "ValueError" && c.message == "refused request 0 of 2 dimension(s)" && lent.refused == 1);
+    tp::Tensor first = tp::Tensor::FromEnvAlloc({2, 3}, tp::kFloat32, tp::kCPU);
+    EXPECT(first.data_ptr() == a && first.use_count() == 1);
+    {
+      tp::Tensor copy = first;  // the count lives in the lent scratch bytes
+      EXPECT(first.use_count() == 2);
+    }
+    // An allocator bound inside the lend (a framework call in the kernel) serves its own
+    // requests, and the lend goes on when it is restored.
+    const int allocs = g_allocs;
+    DLPackManagedTensorAllocator inner = TPEnvSetAllocator(CountingAllocator);
+    EXPECT(inner == TPLentAllocator);
+    EXPECT(tp::Tensor::FromEnvAlloc({4}, tp::kInt32, tp::kCPU).data_ptr() != b && g_allocs == allocs + 1);
+    TPEnvSetAllocator(inner);
+    // A nested lend of nothing refuses everything, and restores the outer one.
+    TestLent none;
+    static_cast<TPLentTensors&>(none) = TPLentTensors{nullptr, 0, 0, RefuseForTest, nullptr, nullptr};
+    TPEnvLend(&none);
+    c = Catch([] { tp::Tensor::FromEnvAlloc({4}, tp::kInt32, tp::kCPU); });
+    EXPECT(c.kind == "ValueError" && none.refused == 1 && lent.refused == 1);
+    TPEnvUnlend(&none);
+    tp::Tensor second = tp::Tensor::FromEnvAlloc({4}, tp::kInt32, tp::kCPU);
+    EXPECT(second.data_ptr() == b && lent.next == 2);
+    c = Catch([] { tp::Tensor::FromEnvAlloc({4}, tp::kInt32, tp::kCPU); });
+    EXPECT(c.message == "refused request 2 of 1 dimension(s)" && lent.refused == 2);
+    // Called as a plain allocator, it reports through set_error.
+    lent.next = 1;
+    DLTensor request{nullptr, tp::kCPU, 1, tp::kInt32, b_shape, nullptr, 0};
+    DLManagedTensorVersioned* out = nullptr;
+    std::string reported;
+    auto record = [](void* ctx, const char*, const char* message) { *static_cast<std::string*>(ctx) = message; };
+    EXPECT(TPLentAllocator(&request, &out, &reported, record) == 0 && out == &tensors[1]);
+    EXPECT(TPLentAllocator(&request, &out, &reported, record) == -1 && reported == "refused request 2 of 1 dimension(s)");
+  }
+  TPEnvUnlend(&lent);
+  EXPECT(TPEnvGetAllocator() == CountingAllocator);
+  TPEnvSetAllocator(before);
+  // TPLentAllocator bound by hand, with nothing lent: an error, not a crash.
+  before = TPEnvSetAllocator(TPLentAllocator);
+  Caught c = Catch([] { tp::Tensor::FromEnvAlloc({4}, tp::kInt32, tp::kCPU); });
+  EXPECT(c.kind == "RuntimeError" && Contains(c.message, "no tensors are lent"));
+  TPEnvSetAllocator(before);
+}
+
 int g_deleted = 0;
 
 void TestOwnership() {
@@ -473,7 +601,9 @@ int main() {
     TestStorage();
     TestEnvAlloc();
     TestDefaultAllocatorLimits();
-  TestBoundAllocator();
+    TestBoundAllocator();
+    TestAllocatorResultChecked();
+    TestLentTensors();
     TestOwnership();
     TestNDAlloc();
     TestHelpers();
