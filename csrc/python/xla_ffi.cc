@@ -6,13 +6,14 @@
 // names the plan. The plan (which XLA argument, result or attribute feeds each parameter)
 // is defined from Python by xla_ffi_define before the op is traced. Per call the handler
 // turns XLA buffers into DLTensor views (no copy), attributes into scalars, binds XLA's
-// stream as the env stream and an allocator that hands out XLA's result buffers in order
-// (Tensor::FromEnvAlloc), calls the function through the C ABI, and checks what it
-// returned. It runs on XLA's threads without the GIL and touches no Python object.
+// stream as the env stream and lends XLA's result buffers to the function's
+// Tensor::FromEnvAlloc requests in order (TPEnvLend), calls the function through the C
+// ABI, and checks what it returned. It runs on XLA's threads without the GIL and touches
+// no Python object.
 //
-// Over 500 lines: the plan registry, the per-call conversion and the handler's error
-// reporting share the plan's layout and are read together; the XLA types are apart in
-// xla_ffi_api.h.
+// Over 500 lines: the plan registry, the lent results, the per-call conversion and the
+// handler's error reporting share the plan's layout and are read together; the XLA types
+// are apart in xla_ffi_api.h.
 #include <algorithm>
 #include <array>
 #include <atomic>

@@ -142,6 +142,16 @@ MUTATIONS = [
     Mutation("view-hands-out-writable-pointers", "csrc/include/tensorplug/tensor.h",
              "      return static_cast<const void*>(address);", "      return address;",
              ("tests/test_mview.py", "-k", "untyped_write"), "a TensorView's data_ptr() is writable again"),
+    # ---- allocation: what allocators return, what XLA lends -------------------------------
+    Mutation("allocator-result-unchecked", "csrc/runtime/env.cc",
+             "if (__builtin_expect(!MatchesRequest((*out)->dl_tensor, *prototype), 0))", "if (false)",
+             ("tests/test_cpp_build.py", "-k", "standalone"),
+             "an allocator's tensor of another shape, dtype or device reaches the kernel"),
+    Mutation("lent-match-ignores-shape", "csrc/runtime/env.cc",
+             "for (int32_t i = 0; i < ndim; ++i) same &= request->shape[i] == t.shape[i];",
+             "for (int32_t i = 0; i < ndim; ++i) same &= true;",
+             ("tests/test_op_jax.py", "-k", "disagrees_with_the_shape_rule"),
+             "inside jax.jit FromEnvAlloc gets XLA's buffer whatever shape it asked for"),
     # ---- the kit --------------------------------------------------------------------------
     Mutation("kit-skips-undeclared-refusals", "core/tensorplug/testing/conformance.py",
              "    if refusal is None:\n        pytest.fail(",
