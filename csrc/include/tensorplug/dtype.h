@@ -25,11 +25,16 @@
  */
 template <class T, std::enable_if_t<std::is_same_v<T, DLDataType>, int> = 0>
 inline bool operator==(const T& a, const T& b) noexcept {
-  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+  // One 32-bit compare: code, bits and lanes fill the struct's 4 bytes (no padding).
+  static_assert(sizeof(DLDataType) == 4, "DLDataType is code, bits, lanes");
+  uint32_t x, y;
+  std::memcpy(&x, &a, sizeof x);
+  std::memcpy(&y, &b, sizeof y);
+  return x == y;
 }
 template <class T, std::enable_if_t<std::is_same_v<T, DLDataType>, int> = 0>
 inline bool operator!=(const T& a, const T& b) noexcept {
-  return !(a.code == b.code && a.bits == b.bits && a.lanes == b.lanes);
+  return !(a == b);
 }
 template <class T, std::enable_if_t<std::is_same_v<T, DLDevice>, int> = 0>
 inline bool operator==(const T& a, const T& b) noexcept {
