@@ -77,6 +77,7 @@ struct OpPlan {
   int32_t n_inputs;   // XLA arguments
   int32_t n_outputs;  // results that are written parameters (first in XLA's results)
   int32_t n_alloc;    // results the function allocates with FromEnvAlloc (after them)
+  int32_t n_rets;     // n_outputs + n_alloc: XLA's results
   int32_t n_strings;  // str and dtype parameters
   int32_t n_attrs;    // attributes of every call: one per kAttr parameter
   int32_t n_items;    // tensors in views lists, all lists together
@@ -177,11 +178,13 @@ struct XlaCall : TPLentTensors {
 // Tensor keeps its count in the slot's scratch bytes). c_api.h promises that they stay
 // allocated: a kernel that keeps a result Tensor past the call (a bug: the buffer is XLA's
 // again) must still find memory of ours when it drops it. So they live in blocks that are
-// never freed and are reused by later calls: a free list per thread (no lock per call),
-// and a shared one for the blocks of threads that exited.
+// never freed and are reused by later calls: each thread has a list of its own (no lock
+// per call; a call inside a call takes another block), and the blocks of threads that
+// exited go to a shared list.
 struct LentBlock {
-  LentBlock* next;  // in a free list
+  LentBlock* next;  // in the thread's list, or the shared one
   int32_t capacity;
+  bool in_use;
   DLManagedTensorVersioned* slots;  // `capacity` of each, never freed
   LentScratch* scratch;
   int64_t* strides;  // TP_MAX_NDIM per slot
@@ -197,7 +200,7 @@ std::vector<LentBlock*>& AllLentBlocks() {  // every block ever made (kept reach
   return *blocks;
 }
 
-// Hands the thread's free blocks to the shared list when the thread exits.
+// Hands the thread's blocks to the shared list when the thread exits (none is in use then).
 struct ThreadLentBlocks {
   ~ThreadLentBlocks() {
     std::lock_guard<std::mutex> lock(g_lent_mutex);
@@ -209,31 +212,43 @@ struct ThreadLentBlocks {
   }
 };
 
+// A free block of the thread's with at least `n` slots, or one from the shared list or
+// made, added to the thread's list (at its head: the next call tries it first).
 __attribute__((noinline)) LentBlock* AcquireLentBlockSlow(int32_t n) {
   static thread_local ThreadLentBlocks owner;  // constructed here: registers its destructor
   (void)owner;
-  std::lock_guard<std::mutex> lock(g_lent_mutex);
-  for (LentBlock** link = &g_shared_lent_blocks; *link != nullptr; link = &(*link)->next) {
-    if ((*link)->capacity >= n) {
-      LentBlock* block = *link;
-      *link = block->next;
-      return block;
+  for (LentBlock* block = tls_lent_blocks; block != nullptr; block = block->next) {
+    if (!block->in_use && block->capacity >= n) return block;
+  }
+  LentBlock* block = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_lent_mutex);
+    for (LentBlock** link = &g_shared_lent_blocks; *link != nullptr; link = &(*link)->next) {
+      if ((*link)->capacity >= n) {
+        block = *link;
+        *link = block->next;
+        break;
+      }
+    }
+    if (block == nullptr) {
+      const int32_t capacity = std::max<int32_t>(n, 4);
+      block = new LentBlock{nullptr, capacity, false, new DLManagedTensorVersioned[capacity](),
+                            new LentScratch[capacity](), new int64_t[size_t(capacity) * TP_MAX_NDIM], 1,
+                            XlaCall(nullptr, nullptr, 0)};
+      block->call.tensors = block->slots;
+      // What every lent tensor of the slot has in common (LendResults fills its dl_tensor).
+      for (int32_t k = 0; k < capacity; ++k) {
+        DLManagedTensorVersioned& slot = block->slots[k];
+        slot.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+        slot.manager_ctx = &block->scratch[k];
+        slot.deleter = TPLentTensorDeleter;
+        slot.flags = 0;
+      }
+      AllLentBlocks().push_back(block);
     }
   }
-  const int32_t capacity = std::max<int32_t>(n, 4);
-  auto* block = new LentBlock{nullptr, capacity, new DLManagedTensorVersioned[capacity](),
-                              new LentScratch[capacity](), new int64_t[size_t(capacity) * TP_MAX_NDIM], 1,
-                              XlaCall(nullptr, nullptr, 0)};
-  block->call.tensors = block->slots;
-  // What every lent tensor of the slot has in common (LendResults fills its dl_tensor).
-  for (int32_t k = 0; k < capacity; ++k) {
-    DLManagedTensorVersioned& slot = block->slots[k];
-    slot.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-    slot.manager_ctx = &block->scratch[k];
-    slot.deleter = TPLentTensorDeleter;
-    slot.flags = 0;
-  }
-  AllLentBlocks().push_back(block);
+  block->next = tls_lent_blocks;
+  tls_lent_blocks = block;
   return block;
 }
 
@@ -247,21 +262,17 @@ inline XlaCall& CallOf(LentBlock* block, const OpPlan& plan) {
   return call;
 }
 
-// A block of at least `n` slots for one call, given back when the call is over.
+// A block of at least `n` slots for one call, free again when the call is over.
 struct LentLease {
   LentBlock* block;
   explicit LentLease(int32_t n) {
     block = tls_lent_blocks;
-    if (__builtin_expect(block != nullptr && block->capacity >= n, 1)) {
-      tls_lent_blocks = block->next;
-    } else {
+    if (__builtin_expect(block == nullptr || block->in_use || block->capacity < n, 0)) {
       block = AcquireLentBlockSlow(n);
     }
+    block->in_use = true;
   }
-  ~LentLease() {
-    block->next = tls_lent_blocks;
-    tls_lent_blocks = block;
-  }
+  ~LentLease() { block->in_use = false; }
   LentLease(const LentLease&) = delete;
   LentLease& operator=(const LentLease&) = delete;
 };
@@ -443,11 +454,11 @@ bool TakeResult(const OpPlan& plan, Rets* rets, DLDevice device, int32_t k, TPAn
 
 // The error for an XLA call whose buffers or attributes do not match the plan.
 Error* MismatchError(const Api* api, const OpPlan& plan, const CallFrame* frame) {
-  if (frame->args.size != plan.n_inputs || frame->rets.size != plan.n_outputs + plan.n_alloc) {
+  if (frame->args.size != plan.n_inputs || frame->rets.size != plan.n_rets) {
     return MakeError(api, kErrorInvalidArgument,
                      "op '" + plan.op + "': XLA passed " + std::to_string(frame->args.size) + " argument(s) and " +
                          std::to_string(frame->rets.size) + " result(s), expected " + std::to_string(plan.n_inputs) +
-                         " and " + std::to_string(plan.n_outputs + plan.n_alloc));
+                         " and " + std::to_string(plan.n_rets));
   }
   return MakeError(api, kErrorInvalidArgument,
                    "op '" + plan.op + "': XLA passed " + std::to_string(frame->attrs.size) +
@@ -639,8 +650,7 @@ inline __attribute__((always_inline)) Error* RunOp(CallFrame* frame, DLDeviceTyp
                      "tensorplug.op and call it before running the computation)");
   }
   const OpPlan& plan = *plan_ptr;
-  if (frame->args.size != plan.n_inputs || frame->rets.size != plan.n_outputs + plan.n_alloc ||
-      frame->attrs.size != plan.n_attrs) {
+  if (frame->args.size != plan.n_inputs || frame->rets.size != plan.n_rets || frame->attrs.size != plan.n_attrs) {
     return MismatchError(api, plan, frame);
   }
 
@@ -916,6 +926,7 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
   plan->n_inputs = n_inputs;
   plan->n_outputs = n_outputs;
   plan->n_alloc = n_alloc;
+  plan->n_rets = n_outputs + n_alloc;
   plan->n_strings = 0;
   plan->n_items = 0;
   PyObject* seq = PySequence_Fast(params, "xla_ffi_define(): params must be a sequence");

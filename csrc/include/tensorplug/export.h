@@ -39,9 +39,10 @@
   extern "C" TP_EXPORT int __tensorplug_##name(void* self, const TPAny* args, int32_t nargs,  \
                                                TPAny* result) {                               \
     (void)self;                                                                               \
-    return ::tensorplug::detail::InvokeExported(#name, __tensorplug_fn_##name,                 \
-                                                __tensorplug_names_##name, args, nargs,       \
-                                                result);                                      \
+    static constexpr ::tensorplug::detail::CallInfo info{                                      \
+        #name, ::tensorplug::detail::ParamNames<decltype(__tensorplug_fn_##name)>(              \
+                   __tensorplug_names_##name)};                                               \
+    return ::tensorplug::detail::Invoke(info, __tensorplug_fn_##name, args, nargs, result);    \
   }                                                                                           \
   extern "C" TP_EXPORT const char* __tensorplugsig_##name(void) {                             \
     try {                                                                                     \

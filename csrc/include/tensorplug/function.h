@@ -359,8 +359,10 @@ struct ArgOwnership {
   const TPAny* args;
   int32_t nargs;
   bool consumed[N + 1] = {};
+  bool any_tensor = true;  // whether an argument may be a kTPTensor (known once the count is checked)
 
   ~ArgOwnership() {
+    if (!any_tensor) return;
     for (int32_t i = 0; i < nargs; ++i) {
       if (args[i].type_index != kTPTensor || (static_cast<size_t>(i) < N && consumed[i])) continue;
       DLManagedTensorVersioned* tensor = args[i].v_tensor;
@@ -381,6 +383,7 @@ int InvokeImpl(const CallInfo& info, Fn& fn, const TPAny* args, int32_t nargs, T
   ArgOwnership<kArity> ownership{args, nargs};
   try {
     if (nargs != static_cast<int32_t>(kArity)) ThrowArity(info, kArity, nargs);
+    ownership.any_tensor = (false || ... || (args[I].type_index == kTPTensor));
     (CheckArg<std::decay_t<Args>>(info, I, args[I]), ...);
     std::tuple<std::decay_t<Args>...> values{
         ConvertArg<std::decay_t<Args>>(info, I, args[I], &ownership.consumed[I])...};
@@ -447,12 +450,6 @@ constexpr const char* const* ParamNames(const char* const (&names)[K]) {
   static_assert(K == 1 || K - 1 == FunctionTraits<std::decay_t<Fn>>::kArity,
                 "tensorplug: give one name per parameter, or none");
   return K == 1 ? nullptr : names;
-}
-
-template <class Fn, size_t K>
-int InvokeExported(const char* name, Fn& fn, const char* const (&names)[K], const TPAny* args,
-                   int32_t nargs, TPAny* result) noexcept {
-  return Invoke(CallInfo{name, ParamNames<Fn>(names)}, fn, args, nargs, result);
 }
 
 template <class Fn, size_t K>
