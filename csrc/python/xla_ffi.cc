@@ -778,7 +778,8 @@ __attribute__((noinline)) Error* RunGeneral(CallFrame* frame, const OpPlan& plan
       case Source::kAttr: {
         // XLA sorts attributes by name: the plan knows where each one is. Its name is
         // checked by length, first and last byte (the call has exactly the plan's number of
-        // attributes, and tp_op named the plan; a full compare would cost a memcmp call).
+        // attributes, and the handler XLA called named the plan; a full compare would cost a
+        // memcmp call).
         const int32_t slot = p.attr_slot;
         const ByteSpan* attr_name = frame->attrs.names[slot];
         if (attr_name->len != p.attr.size() || attr_name->ptr[0] != p.attr.front() ||
