@@ -352,7 +352,8 @@ TP_API void TPLentTensorDeleter(DLManagedTensorVersioned* self);
  * meanwhile (a framework call inside the kernel) and restores it keeps this working.
  */
 TP_API void TPEnvLend(TPLentTensors* lent);
-/* Restore what TPEnvLend(lent) replaced. Lends nest: unlend in reverse order. */
+/* Restore what TPEnvLend(lent) replaced. Lends nest: unlend in reverse order. `lent` is
+ * never NULL for either (they sit on the handler's path: no check). */
 TP_API void TPEnvUnlend(TPLentTensors* lent);
 /*
  * The allocator bound while tensors are lent (TPEnvLend): it hands out the next lent
