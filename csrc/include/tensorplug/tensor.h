@@ -273,12 +273,16 @@ class TensorAccessors {
   template <class T>
   void CheckElementType(const char* accessor) const {
     if constexpr (DTypeTraits<T>::known) {
-      if (TENSORPLUG_PRIVATE_UNLIKELY(dl().dtype != DTypeTraits<T>::value)) ThrowElementType(accessor, DTypeTraits<T>::value);
+      if (TENSORPLUG_PRIVATE_UNLIKELY(dl().dtype != DTypeTraits<T>::value)) {
+        ThrowElementType(accessor, DTypeTraits<T>::value);
+      }
     } else {
       (void)accessor;
     }
   }
-  TENSORPLUG_PRIVATE_COLD_NORETURN void ThrowReadOnly() const { TENSORPLUG_THROW(ValueError) << ArgOf() << "tensor is read-only"; }
+  TENSORPLUG_PRIVATE_COLD_NORETURN void ThrowReadOnly() const {
+    TENSORPLUG_THROW(ValueError) << ArgOf() << "tensor is read-only";
+  }
   TENSORPLUG_PRIVATE_COLD_NORETURN void ThrowUndefined() const {
     TENSORPLUG_THROW(ValueError) << ArgOf() << "use of an undefined tensor";
   }
@@ -783,6 +787,7 @@ class Tensor : public detail::TensorAccessors<Tensor> {
     obj->embedded = true;  // nothing to free: the lender owns the storage
     return Tensor(obj);
   }
+
   detail::TensorObj* obj_ = nullptr;
 };
 
