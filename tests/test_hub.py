@@ -273,6 +273,12 @@ def test_gpu_rules(tmp_path, libs):
     selection = hub.select(NAME, source=root, machine=_machine(cuda="12.4", cuda_devices=("sm_86", "sm_90")))
     assert selection.chosen.cuda == "12.4" and selection.chosen.gpu_archs == ("sm_80", "sm_90a")
     assert selection.candidates[1].why == "ranked below: no GPU code, the chosen build has some"
+    # PTX (compute_XY) is compiled by the driver for any later device.
+    ptx = tmp_path / "ptx"
+    hub.publish(ptx, NAME, "1.0.0", {"x86-64": libs["base"]}, cuda="12.0", gpu_archs=["compute_80"])
+    assert hub.select(NAME, source=ptx, machine=_machine(cuda="13.0", cuda_devices=("sm_120",))).chosen.cuda == "12.0"
+    assert [c.why for c in hub.select(NAME, source=ptx, machine=_machine(cuda="13.0", cuda_devices=("sm_75",)))
+            .candidates] == ["holds CUDA 12.0 code (compute_80); none for device sm_75"]
     hub.publish(root, NAME, "1.0.0", {"x86-64": libs["v3_next"]}, rocm="6.2", gpu_archs=["gfx90a"])
     rocm = hub.select(NAME, source=root, machine=_machine(rocm="6.2", rocm_devices=("gfx942",)))
     assert [c.why for c in rocm.candidates if c.build.rocm] == ["holds ROCm 6.2 code (gfx90a); none for device gfx942"]

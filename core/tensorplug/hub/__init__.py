@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 from ._layout import Build, IntegrityError, check_name, check_version, publish
@@ -77,20 +76,24 @@ def fetch(name: str, version: str | None = None, *, source=None, lock=None, cach
     there: nothing is downloaded twice, and a cached locked build needs no source at all.
     Raises NoMatchingBuild when no build runs here, IntegrityError when the file differs
     from its description (it is not cached), OSError when a source cannot be read."""
-    selection = select(name, version, source=source, lock=lock)
+    return fetch_selected(select(name, version, source=source, lock=lock), source=source, lock=lock, cache=cache)
+
+
+def fetch_selected(selection: Selection, *, source=None, lock=None, cache=None) -> Path:
+    """:func:`fetch` for a Selection already made (by :func:`select` with the same
+    ``source`` and ``lock``)."""
     build = selection.chosen
     if build is None:
-        what = f"the build of {name} locked in {lock} does not run" if lock is not None else f"no build of {name} runs"
+        what = (f"the build of {selection.name} locked in {lock} does not run" if lock is not None
+                else f"no build of {selection.name} runs")
         raise NoMatchingBuild(f"hub: {what} here:\n{selection.table()}")
     store = Cache(cache)
     cached = store.get(build)
     if cached is not None:
         return cached
-    where = source if lock is None or source is not None else build.source
-    for candidate in _sources(where):
-        if lock is not None or candidate.label == build.source:
-            return store.fetch(build, candidate)
-    raise NoMatchingBuild(f"hub: {name}: no source to fetch {build.file} from")  # sources changed under us
+    if lock is not None:  # the source given, else the one the lock records
+        return store.fetch(build, _sources(source if source is not None else build.source)[0])
+    return store.fetch(build, next(s for s in _sources(source) if s.label == build.source))
 
 
 def load(name: str, version: str | None = None, *, source=None, lock=None, cache=None, explain: bool = False,
@@ -105,9 +108,10 @@ def load(name: str, version: str | None = None, *, source=None, lock=None, cache
     IntegrityError, OSError as :func:`fetch` does."""
     from .._module import load_module
 
+    selection = select(name, version, source=source, lock=lock)
     if explain:
-        print(select(name, version, source=source, lock=lock).table(), file=sys.stdout)
-    return load_module(fetch(name, version, source=source, lock=lock, cache=cache), release_gil=release_gil)
+        print(selection.table())
+    return load_module(fetch_selected(selection, source=source, lock=lock, cache=cache), release_gil=release_gil)
 
 
 def parse_requirement(text: str, where: str) -> tuple[str, str | None]:
@@ -171,5 +175,5 @@ def libraries(source=None) -> dict[str, list[Build]]:
 
 
 __all__ = ["Build", "Cache", "Candidate", "ENTRY_POINT_GROUP", "ISA_LEVELS", "IntegrityError", "Machine",
-           "NoMatchingBuild", "Selection", "detect_machine", "fetch", "libraries", "load", "lock", "parse_requirement",
+           "NoMatchingBuild", "Selection", "detect_machine", "fetch", "fetch_selected", "libraries", "load", "lock", "parse_requirement",
            "publish", "read_lock", "select"]

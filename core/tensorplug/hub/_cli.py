@@ -87,8 +87,9 @@ def _fetch(hub, args) -> int:
         return 2
     for requirement in requirements:
         name, version = hub.parse_requirement(requirement, "tensorplug hub fetch")
-        path = hub.fetch(name, version, source=args.source, lock=args.lock, cache=args.cache)
-        build = hub.select(name, version, source=args.source, lock=args.lock).chosen
+        selection = hub.select(name, version, source=args.source, lock=args.lock)
+        path = hub.fetch_selected(selection, source=args.source, lock=args.lock, cache=args.cache)
+        build = selection.chosen
         print(f"{name} {build.version} {build.variant} sha256:{build.sha256} {path}")
     return 0
 
