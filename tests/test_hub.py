@@ -194,7 +194,8 @@ def test_publish_refuses_other_bytes_for_a_published_variant(layout, libs):
     (lambda libs, root: hub.publish(root, NAME, "v1", {"x86-64": libs["base"]}),
      "publish() argument 'version': expected a version of dot-separated numbers ('1.2.0'), got 'v1'"),
     (lambda libs, root: hub.publish(root, NAME, "1.0.0", {"armv8-a": libs["base"]}),
-     "hubaxpy.so is built for x86_64; expected an ISA level of x86_64 (x86-64, x86-64-v2, x86-64-v3, x86-64-v4), got 'armv8-a'"),
+     "hubaxpy.so is built for x86_64; expected an ISA level of x86_64 (x86-64, x86-64-v2, x86-64-v3, x86-64-v4), "
+     "got 'armv8-a'"),
     (lambda libs, root: hub.publish(root, NAME, "1.0.0", {"x86-64": libs["base"]}, cuda="12.4", gpu_archs=["gfx90a"]),
      "publish() argument 'gpu_archs': expected sm_XY or compute_XY names for CUDA code, got 'gfx90a'"),
     (lambda libs, root: hub.publish(root, NAME, "1.0.0", {"x86-64": libs["base"]}, cuda="12.4"),
@@ -241,7 +242,8 @@ def _machine(**fields) -> hub.Machine:
 def test_a_cpu_without_v3_gets_the_baseline(layout):
     selection = hub.select(NAME, source=layout, machine=_machine(isa="x86-64-v2"))
     assert selection.chosen.isa == "x86-64"
-    assert {c.build.isa: c.why for c in selection.candidates}["x86-64-v3"] == "needs x86-64-v3, this CPU runs up to x86-64-v2"
+    why = {c.build.isa: c.why for c in selection.candidates}
+    assert why["x86-64-v3"] == "needs x86-64-v3, this CPU runs up to x86-64-v2"
 
 
 def test_libc_rules(layout):
@@ -261,7 +263,8 @@ def test_gpu_rules(tmp_path, libs):
         (dict(), "holds CUDA 12.4 code (sm_80, sm_90a); no CUDA driver here"),
         (dict(cuda="12.6"), "holds CUDA 12.4 code (sm_80, sm_90a); no CUDA device here"),
         (dict(cuda="12.2", cuda_devices=("sm_80",)), "needs a CUDA 12.4 driver, this one supports 12.2"),
-        (dict(cuda="12.6", cuda_devices=("sm_75", "sm_86")), "holds CUDA 12.4 code (sm_80, sm_90a); none for device sm_75"),
+        (dict(cuda="12.6", cuda_devices=("sm_75", "sm_86")),
+         "holds CUDA 12.4 code (sm_80, sm_90a); none for device sm_75"),
         (dict(cuda="12.6", cuda_devices=("sm_90", "sm_100", "sm_120")),
          "holds CUDA 12.4 code (sm_80, sm_90a); none for device sm_100, sm_120"),
     ]

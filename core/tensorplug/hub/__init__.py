@@ -46,7 +46,8 @@ def _builds(name: str, sources) -> list[Build]:
     return [build for source in sources for build in source.builds(name)]
 
 
-def select(name: str, version: str | None = None, *, source=None, lock=None, machine: Machine | None = None) -> Selection:
+def select(name: str, version: str | None = None, *, source=None, lock=None,
+           machine: Machine | None = None) -> Selection:
     """Match every build of the library ``name`` ("org/name") in ``source`` against this
     machine (or ``machine``) and return the :class:`Selection`: the chosen build and why
     each other one was not chosen. Nothing is downloaded but the indexes.
@@ -175,5 +176,6 @@ def libraries(source=None) -> dict[str, list[Build]]:
 
 
 __all__ = ["Build", "Cache", "Candidate", "ENTRY_POINT_GROUP", "ISA_LEVELS", "IntegrityError", "Machine",
-           "NoMatchingBuild", "Selection", "detect_machine", "fetch", "fetch_selected", "libraries", "load", "lock", "parse_requirement",
+           "NoMatchingBuild", "Selection", "detect_machine", "fetch", "fetch_selected", "libraries", "load", "lock",
+           "parse_requirement",
            "publish", "read_lock", "select"]

@@ -30,7 +30,8 @@ def add_parser(sub) -> None:
 
     fetch = with_sources(commands.add_parser(
         "fetch", help="download and verify the chosen builds into the cache; print their paths"))
-    fetch.add_argument("names", nargs="*", metavar="NAME[==VERSION]", help="libraries (default with --lock: all it locks)")
+    fetch.add_argument("names", nargs="*", metavar="NAME[==VERSION]",
+                       help="libraries (default with --lock: all it locks)")
     fetch.add_argument("--lock", metavar="FILE", help="fetch exactly the builds this lock file records")
     fetch.add_argument("--cache", metavar="DIR", help="cache directory (default: <tensorplug cache>/hub)")
 

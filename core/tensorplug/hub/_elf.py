@@ -97,6 +97,8 @@ def read_elf(data: bytes, what: str) -> ElfFacts:
                 entry += following
                 if following == 0:
                     break
+    libc: str | None
+    libc_version: str | None
     if any(n.startswith(b"libc.musl") or n.startswith(b"ld-musl") for n in needed):
         libc, libc_version = "musl", None
     else:

@@ -74,9 +74,10 @@ class Build:
     def from_json(cls, data: object, where: str, source: str = "") -> Build:
         """A Build from an index entry; IntegrityError naming ``where`` for a malformed one
         (a file path leaving the library's directory included)."""
-        expected = {"name": str, "version": str, "file": str, "sha256": str, "size": int, "abi": int, "os": str,
-                    "arch": str, "libc": (str, type(None)), "libc_version": (str, type(None)), "isa": str,
-                    "cuda": (str, type(None)), "rocm": (str, type(None)), "gpu_archs": list, "functions": list}
+        expected: dict[str, type | tuple[type, ...]] = {
+            "name": str, "version": str, "file": str, "sha256": str, "size": int, "abi": int, "os": str, "arch": str,
+            "libc": (str, type(None)), "libc_version": (str, type(None)), "isa": str, "cuda": (str, type(None)),
+            "rocm": (str, type(None)), "gpu_archs": list, "functions": list}
         if not isinstance(data, dict):
             raise IntegrityError(f"{where}: a build must be a JSON object, got {type(data).__name__}")
         for key, kind in expected.items():
@@ -88,7 +89,8 @@ class Build:
         if not re.fullmatch(r"[0-9a-f]{64}", data["sha256"]):
             raise IntegrityError(f"{where}: build field 'sha256' is not a sha256 hex digest: {data['sha256']!r}")
         values = {key: data[key] for key in expected}
-        values["gpu_archs"], values["functions"] = tuple(map(str, data["gpu_archs"])), tuple(map(str, data["functions"]))
+        values["gpu_archs"] = tuple(map(str, data["gpu_archs"]))
+        values["functions"] = tuple(map(str, data["functions"]))
         return cls(**values, source=source)
 
 
@@ -122,7 +124,8 @@ def parse_index(text: str | bytes, where: str, name: str, source: str) -> list[B
     except ValueError as exc:
         raise IntegrityError(f"{where} is not JSON: {exc}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise IntegrityError(f"{where}: expected format {FORMAT!r}, got {data.get('format') if isinstance(data, dict) else data!r}")
+        got = data.get("format") if isinstance(data, dict) else data
+        raise IntegrityError(f"{where}: expected format {FORMAT!r}, got {got!r}")
     if data.get("name") != name or not isinstance(data.get("builds"), list):
         raise IntegrityError(f"{where}: expected the builds of {name!r}, got name {data.get('name')!r}")
     builds = [Build.from_json(entry, where, source) for entry in data["builds"]]

@@ -93,7 +93,7 @@ def _arch_name(machine: str) -> str:
 
 def _libc() -> tuple[str | None, str | None]:
     try:
-        name, version = os.confstr("CS_GNU_LIBC_VERSION").split()  # "glibc 2.36"
+        name, version = (os.confstr("CS_GNU_LIBC_VERSION") or "").split()  # "glibc 2.36"
         return name, version
     except (AttributeError, ValueError, OSError):
         pass

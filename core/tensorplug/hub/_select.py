@@ -126,7 +126,8 @@ class Selection:
 
 def select(name: str, builds, machine: Machine, version: str | None, request: str, sources) -> Selection:
     """Match ``builds`` of ``name`` against ``machine`` (only ``version`` when given)."""
-    running, rejected = [], []
+    running: list[tuple[Build, list[str]]] = []
+    rejected: list[tuple[Build, list[str]]] = []
     seen = set()
     for build in builds:
         if build.sha256 in seen:

@@ -220,7 +220,8 @@ def verify(data: bytes, build: Build, where: str) -> None:
     sha256, and the architecture and tensorplug ABI it records."""
     refused = "refused, nothing of it was loaded"
     if len(data) != build.size:
-        size = f"more than {build.size}" if len(data) > build.size else len(data)  # a longer file is not read to its end
+        # A longer file is read only one byte past its expected size.
+        size = f"more than {build.size}" if len(data) > build.size else len(data)
         raise IntegrityError(f"hub: {where} has {size} bytes, the index of {build.name} {build.version} says "
                              f"{build.size}: {refused}")
     digest = hashlib.sha256(data).hexdigest()
