@@ -70,18 +70,19 @@ def remove_global_func(name: str) -> None:
 
 
 def __getattr__(name: str):
-    # The C++ build helpers import subprocess/hashlib machinery: load on first use.
-    if name == "cpp":
+    # The C++ build helpers import subprocess/hashlib machinery, the hub its JSON and file
+    # machinery (and urllib once a source is remote): load on first use.
+    if name in ("cpp", "hub"):
         import importlib
 
-        return importlib.import_module("tensorplug.cpp")
+        return importlib.import_module(f"tensorplug.{name}")
     raise AttributeError(f"module 'tensorplug' has no attribute '{name}'")
 
 
 __all__ = [
     "AdapterInfo", "AdapterRecord", "Device", "ExchangeTable", "Function", "Handle", "Module", "Op", "Output", "Tensor",
     "TensorSpec", "adapters", "cpp", "empty", "exchange", "from_dlpack", "get_global_func", "get_op",
-    "get_raw_stream", "hookimpl", "like", "list_global_func_names", "load_library", "load_module",
+    "get_raw_stream", "hookimpl", "hub", "like", "list_global_func_names", "load_library", "load_module",
     "load_module_from_package", "op", "output_framework", "output_table", "register_adapter",
     "register_global_func", "remove_global_func", "storage", "unregister_adapter", "use_raw_stream", "use_stream",
 ]

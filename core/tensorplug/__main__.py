@@ -92,6 +92,12 @@ def cmd_stubgen(args) -> int:
     return 0
 
 
+def cmd_hub(args) -> int:
+    from .hub._cli import run
+
+    return run(args)
+
+
 BENCH_SCRIPT = "bench_overhead.py"
 
 
@@ -148,12 +154,15 @@ def main(argv=None) -> int:
     stubgen = sub.add_parser("stubgen", help="write the type stub (.pyi) of a kernel library")
     stubgen.add_argument("library", help="path of the kernel library (.so)")
     stubgen.add_argument("-o", "--output", help="the .pyi file to write (default: standard output)")
+    from .hub._cli import add_parser as add_hub_parser
+
+    add_hub_parser(sub)
     bench = sub.add_parser("bench", help="call-overhead benchmark of a source checkout (benchmarks/README.md)",
                            add_help=False)
     bench.add_argument("bench_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     handlers = {"demo": cmd_demo, "adapters": cmd_adapters, "config": cmd_config, "bench": cmd_bench,
-                "stubgen": cmd_stubgen}
+                "stubgen": cmd_stubgen, "hub": cmd_hub}
     return handlers[args.command](args)
 
 

@@ -160,4 +160,14 @@ MUTATIONS = [
     Mutation("report-without-partial", "core/tensorplug/testing/report.py",
              "if any(not is_missing(reason) for reason in self.skipped):", "if False:",
              ("tests/test_conformance_kit.py", "-k", "skip_reasons"), "the report says passed whatever was skipped"),
+    # ---- the kernel hub (issue 27) ----------------------------------------------------------
+    Mutation("hub-fetch-unverified", "core/tensorplug/hub/_sources.py",
+             "            verify(Path(tmp).read_bytes(), build, source.where(build))\n", "",
+             ("tests/test_hub.py", "-k", "tampered"), "a tampered file is cached and loaded"),
+    Mutation("hub-abi-not-matched", "core/tensorplug/hub/_select.py",
+             "    if build.abi != machine.abi:", "    if False:",
+             ("tests/test_hub.py", "-k", "another_abi"), "a build for another ABI is chosen and reaches the loader"),
+    Mutation("hub-isa-not-matched", "core/tensorplug/hub/_select.py",
+             "    elif isa_rank(build.arch, build.isa) > isa_rank(machine.arch, machine.isa):", "    elif False:",
+             ("tests/test_hub.py", "-k", "without_v3"), "a build needing a newer ISA than the CPU runs is chosen"),
 ]
