@@ -230,6 +230,26 @@ def test_output_table_and_to_framework():
         tensorplug.output_table("nope")
 
 
+def test_an_adapter_without_an_output_table_is_named_as_such():
+    class NoOutput:
+        @tensorplug.hookimpl
+        def tensorplug_adapter_info(self):
+            return tensorplug.AdapterInfo(name="no-output", framework="numpy", tensor_types=(),
+                                          capabilities=("exchange",), fast_path=False)
+
+    plugin = NoOutput()
+    tensorplug.register_adapter(plugin)
+    try:
+        for call, caller in ((tensorplug.output_table, "output_table"),
+                             (tensorplug.output_framework, "output_framework")):
+            with pytest.raises(ValueError) as info:
+                call("no-output")
+            assert str(info.value) == (f"{caller}: adapter 'no-output' has no output table: no "
+                                       "tensorplug_output_table(framework) hook answers 'no-output' (docs/adapters.md)")
+    finally:
+        tensorplug.unregister_adapter(plugin)
+
+
 def test_empty_is_a_cpu_tensor_of_the_dtype_asked_for():
     t = tensorplug.empty((2, 3), "float32")
     assert type(t) is tensorplug.Tensor and t.shape == (2, 3) and str(t.dtype) == "float32"

@@ -46,6 +46,11 @@ def test_demo_prints_a_row_per_framework():
         assert rows[framework][1:4] == [type_name, type_name, "yes"], out.stdout
         assert float(rows[framework][4]) > 0
     assert all(row[3] == "yes" for row in rows.values()), out.stdout
+    # Before the table, the demo says what it does while it works (seconds per framework).
+    assert lines[:header] == ["compiling the example kernel library ...",
+                              *(f"calling it from {name} ..." for name in rows)], out.stdout
+    # paddle's import-time build warning ("No ccache found") is not the demo's to show.
+    assert "ccache" not in out.stdout + out.stderr
 
 
 def test_config_paths_exist():

@@ -1,6 +1,8 @@
 """The conformance kit itself: adapter selection, skip reasons, the capability report, and
 that deliberately broken adapters are caught with failures naming the capability."""
 
+from pathlib import Path
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -222,6 +224,85 @@ def test_pairs_cover_every_ordered_pair_with_a_selected_adapter(broken):
     assert partners >= {"numpy", "torch", "jax", "paddle", "cupy", "dlpack", "tensorplug", "wrong-strides",
                         "wrong-output", "ghost", "frozen"}
     assert ids == {f"box-{p}" for p in partners} | {f"{p}-box" for p in partners}
+
+
+def _docs_grid_adapter() -> str:
+    """The pure-Python adapter of docs/adapters.md, as the page shows it (the block defining
+    GridAdapter)."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "adapters.md").read_text()
+    blocks = [block.split("```", 1)[0] for block in page.split("```python\n")[1:]]
+    [block] = [b for b in blocks if "class GridAdapter" in b]
+    return block
+
+
+def test_the_pure_python_adapter_of_the_docs_passes_the_kit(pytester):
+    # Certified as docs/adapters.md says: registered by a conftest, the kit run over it.
+    pytester.makeconftest(_docs_grid_adapter() + "\n\ndef pytest_configure(config):\n"
+                          "    tensorplug.register_adapter(GridAdapter())\n")
+    result = pytester.runpytest_subprocess("--pyargs", "tensorplug.testing.conformance", "-p", "no:cacheprovider",
+                                           "--tensorplug-adapter=grid")
+    stdout = result.stdout.str()
+    report = capability_report(stdout)["grid"]
+    assert "FAILED" not in report.values(), stdout
+    assert report["output"] == report["exchange"] == report["layouts"] == "passed", stdout
+    assert report["compiler"] == "not provided"
+    assert result.ret == pytest.ExitCode.OK, stdout
+    # The kit's output carries no paddle build warning (the kit's paddle pairs run here).
+    assert "ccache" not in stdout + result.stderr.str()
+
+
+# Frameworks that copy what they import (as MLX does): the exchange check asserts the copy
+# when the Framework declares it, and fails an undeclared copy or a declared one that is not.
+COPYING_ADAPTERS = BROKEN_ADAPTERS + '''
+
+class CopyBox(Box):
+    pass
+
+
+class UndeclaredCopyBox(Box):
+    pass
+
+
+class SharingBox(Box):
+    pass
+
+
+class CopyingFramework(BoxFramework):
+    copies_on_import = True
+
+
+ADAPTERS += [Adapter("copying", CopyBox, wrap=lambda array: CopyBox(array.copy())),
+             Adapter("copying-undeclared", UndeclaredCopyBox, wrap=lambda array: UndeclaredCopyBox(array.copy())),
+             Adapter("sharing-declared-copying", SharingBox)]
+COPYING = {"copying": CopyingFramework("copying", CopyBox),
+           "copying-undeclared": BoxFramework("copying-undeclared", UndeclaredCopyBox),
+           "sharing-declared-copying": CopyingFramework("sharing-declared-copying", SharingBox)}
+box_frameworks = pytest_tensorplug_framework
+
+
+def pytest_tensorplug_framework(name):
+    return COPYING.get(name) or box_frameworks(name)
+'''
+
+
+def test_a_framework_declared_to_copy_on_import_is_checked_for_the_copy(pytester):
+    pytester.makeconftest(COPYING_ADAPTERS)
+    result = pytester.runpytest_subprocess(
+        "--pyargs", "tensorplug.testing.conformance", "-p", "no:cacheprovider",
+        "--tensorplug-adapter=copying,copying-undeclared,sharing-declared-copying", "-k", "TestExchange")
+    stdout = result.stdout.str()
+    report = capability_report(stdout)
+    assert report["copying"] == {"exchange": "passed"}, stdout
+    assert report["copying-undeclared"] == {"exchange": "FAILED"}, stdout
+    assert report["sharing-declared-copying"] == {"exchange": "FAILED"}, stdout
+    failed = {line.split("::")[-1].split(" ")[0] for line in stdout.splitlines() if line.startswith("FAILED")}
+    assert failed == {"test_identity_returns_the_callers_type_sharing_memory[copying-undeclared]",
+                      "test_identity_returns_the_callers_type_sharing_memory[sharing-declared-copying]"}, stdout
+    result.stdout.fnmatch_lines([
+        "*identity(x) is a copy of x (a framework that copies every tensor it imports declares "
+        "Framework.copies_on_import)*",
+        "*sharing-declared-copying declares that it copies the tensors it imports (Framework.copies_on_import), "
+        "but identity(x) shares x's memory*"])
 
 
 def test_plugin_registers_hook_option_and_fixtures(pytester):

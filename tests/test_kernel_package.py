@@ -30,15 +30,35 @@ def _run(cmd, **kwargs):
     return proc
 
 
+def build_command() -> list[str]:
+    """The command docs/shipping.md gives for building the example's wheel, as words."""
+    lines = [line for line in (ROOT / "docs" / "shipping.md").read_text().splitlines()
+             if line.startswith("pip wheel ")]
+    assert len(lines) == 1, lines
+    return lines[0].split()
+
+
+def _say(request, message):
+    # Shown while the suite runs (pytest captures a fixture's output): the build is long.
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print(f"\n{message}", flush=True)
+
+
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def built(tmp_path_factory, request):
     """(wheel path, venv python) with the wheel installed in a venv layered over this one."""
     pytest.importorskip("scikit_build_core", reason="scikit-build-core not installed")
     tmp = tmp_path_factory.mktemp("kernel_package")
-    source = tmp / "source"  # a copy: pip may build in the source tree
-    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__"))
-    _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index",
-          "-w", str(tmp / "dist"), str(source)])
+    # The docs' command, run where a copy of the example sits at its path in the checkout
+    # (a copy: pip may build in the source tree).
+    shutil.copytree(EXAMPLE, tmp / "examples" / "kernel_package",
+                    ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__"))
+    pip, wheel_word, *options = build_command()
+    assert (pip, wheel_word) == ("pip", "wheel")
+    _say(request, "test_kernel_package: building examples/kernel_package's wheel with the command of "
+                  "docs/shipping.md (CMake and the C++ compiler, about 50 s) ...")
+    _run([sys.executable, "-m", "pip", "wheel", *options], cwd=tmp)
     (wheel,) = (tmp / "dist").glob("*.whl")
 
     venv = tmp / "venv"

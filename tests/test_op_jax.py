@@ -141,6 +141,9 @@ def ops(mod):
         # A rule that disagrees with what the kernel allocates: (n, x.shape[0]) for (x.shape[0], n).
         "bad_rule": tensorplug.op("tpjax::outer_range_bad_rule", mod.outer_range,
                                   returns=tensorplug.Output(("n", "x.shape[0]"), "x")),
+        # A rule that declares another dtype than the kernel allocates: int32 for float32.
+        "bad_dtype_rule": tensorplug.op("tpjax::outer_range_declared_int32", mod.outer_range,
+                                        returns=tensorplug.Output(("x.shape[0]", "n"), "int32")),
     }
     return made
 
@@ -340,6 +343,12 @@ def test_allocation_that_disagrees_with_the_shape_rule_names_the_op(ops):
                                             r"for float32\[3, 2\], but the op's shape rule declares "
                                             r"float32\[2, 3\] for result 0")):
         np.asarray(jax.jit(lambda x: ops["bad_rule"](x, 2))(jnp.asarray(f32(1, 2, 3))))
+
+
+def test_allocation_of_another_dtype_than_the_rule_names_the_op(ops):
+    with raises_xla_error((r"op 'tpjax::outer_range_declared_int32': Tensor::FromEnvAlloc call 1 asked "
+                           r"for float32\[3, 2\], but the op's shape rule declares int32\[3, 2\] for result 0")):
+        np.asarray(jax.jit(lambda x: ops["bad_dtype_rule"](x, 2))(jnp.asarray(f32(1, 2, 3))))
 
 
 def test_one_allocation_too_many_names_the_op(ops):

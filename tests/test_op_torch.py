@@ -254,6 +254,58 @@ def test_shape_rule_errors_stop_the_trace_naming_the_op(ops):
         assert message in str(info.value).replace("\\'", "'")
 
 
+@pytest.fixture(scope="module")
+def liars(ops):
+    """Ops whose output rules differ from what their kernel returns: scale's float32 result
+    declared float64, row_sum's (rows,) result declared (columns,)."""
+    return {
+        "dtype": tensorplug.op("tptest::scale_declared_float64", ops.module.scale,
+                               returns=tensorplug.like("x", dtype="float64")),
+        "shape": tensorplug.op("tptest::row_sum_declared_by_columns", ops.module.row_sum,
+                               returns=tensorplug.Output(shape=("x.shape[1]",), dtype="x")),
+    }
+
+
+_LIES = {
+    "dtype": ("tptest::scale_declared_float64", "float32[2, 3]", "float64[2, 3]"),
+    "shape": ("tptest::row_sum_declared_by_columns", "float32[2]", "float32[3]"),
+}
+
+
+@pytest.mark.parametrize("lie", sorted(_LIES))
+@pytest.mark.parametrize("backend", ["eager op", "aot_eager", "inductor"])
+def test_result_that_differs_from_the_output_rule_is_refused_naming_the_op(liars, lie, backend):
+    # A compiled graph plans with the rule's tensors: a float32 result read as float64, or a
+    # (2,) one as (3,), would be a wrong value or a read past the buffer. Checked as the XLA
+    # handler checks (tests/test_op_jax.py), in its words.
+    name, returned, declared = _LIES[lie]
+    op = liars[lie]
+    args = (_x(2, 3), 2.0, None) if lie == "dtype" else (_x(2, 3),)
+    if backend == "eager op":
+        call = op
+    else:
+        torch._dynamo.reset()
+        call = torch.compile(lambda *args: op(*args) + 1, backend=backend, fullgraph=True)
+    with pytest.raises(ValueError) as info:
+        call(*args)
+    assert str(info.value) == f"op '{name}' returned {returned} as result 0, but its shape rule declares {declared}"
+
+
+def test_results_are_checked_in_number_and_device(ops):
+    op = ops.plus_and_twice
+    spec = tensorplug.TensorSpec((2,), "float32", tensorplug.Device("cpu", 0))
+    with pytest.raises(ValueError, match=r"^op 'tptest::plus_and_twice' returned 1 tensor\(s\), but its shape rule "
+                                         r"declares 2$"):
+        op.check_results((spec,), (spec, spec))
+    with pytest.raises(ValueError, match=r"^op 'tptest::plus_and_twice' returned a non-tensor value where its shape "
+                                         r"rule declares result 1$"):
+        op.check_results((spec, None), (spec, spec))
+    with pytest.raises(ValueError, match=r"^op 'tptest::plus_and_twice' returned result 0 on cpu:0, but its shape "
+                                         r"rule declares cuda:1$"):
+        op.check_results((spec,), (spec._replace(device=tensorplug.Device("cuda", 1)),))
+    assert op.check_results((spec, spec), (spec, spec)) is None
+
+
 def test_op_declared_before_torch_is_imported_works_in_compiled_code_first():
     # A kernel library declares its ops at import, before the user imports torch; the
     # first call is inside torch.compile (dynamo cannot run the adapter hooks).

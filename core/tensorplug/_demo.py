@@ -60,6 +60,8 @@ def run_demo() -> tuple[list[list[str]], bool]:
     expected = 2 * np.arange(n, dtype=np.float32)
     names = [r.name for r in adapters() if r.error is None and r.framework_installed and r.name != "dlpack"]
     for name in [*names, "tensorplug"]:
+        # Importing a framework and timing its calls takes seconds each: say which runs.
+        print(f"calling it from {name} ...", flush=True)
         try:
             source = from_dlpack(np.arange(n, dtype=np.float32))
             x = source if name == "tensorplug" else output_table(name).to_framework(source)

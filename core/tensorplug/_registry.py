@@ -259,8 +259,11 @@ class _Registry:
         self.ensure_loaded()
         table = self.pm.hook.tensorplug_output_table(framework=framework)
         if table is None:
-            known = ", ".join(sorted(r.name for r in self.records() if r.error is None))
-            raise ValueError(f"{caller}: no adapter named {framework!r} (adapters: {known})")
+            known = sorted(r.name for r in self.records() if r.error is None)
+            if framework in known:  # loaded, but it converts no results into its framework
+                raise ValueError(f"{caller}: adapter {framework!r} has no output table: no "
+                                 f"tensorplug_output_table(framework) hook answers {framework!r} (docs/adapters.md)")
+            raise ValueError(f"{caller}: no adapter named {framework!r} (adapters: {', '.join(known)})")
         return table
 
     def stream_handle(self, stream):

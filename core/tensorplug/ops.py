@@ -196,6 +196,28 @@ class Op:
             raise type(e)(f"{self.name}: output rule: {e}") from None
         return specs
 
+    def check_results(self, returned, declared) -> None:
+        """Raise a ValueError naming the op when the tensors a call returned are not those
+        its output rule declares: ``returned`` holds a :class:`tensorplug.TensorSpec` per
+        returned value (None for a value that is no tensor), ``declared`` is
+        :meth:`output_specs` of the call. Their number is compared, then each result's dtype
+        and shape, then its device: the checks, and the words, of the XLA handler. Adapters
+        whose compiler plans with the rule's tensors call it on the results of every call
+        (their fast path compares first and calls it only on a difference)."""
+        if len(returned) != len(declared):
+            raise ValueError(f"op '{self.name}' returned {len(returned)} tensor(s), but its shape rule declares "
+                             f"{len(declared)}")
+        for k, (got, want) in enumerate(zip(returned, declared)):
+            if got is None:
+                raise ValueError(f"op '{self.name}' returned a non-tensor value where its shape rule declares "
+                                 f"result {k}")
+            if tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype:
+                raise ValueError(f"op '{self.name}' returned {_spec_text(got)} as result {k}, but its shape rule "
+                                 f"declares {_spec_text(want)}")
+            if want.device is not None and got.device != want.device:
+                raise ValueError(f"op '{self.name}' returned result {k} on {got.device}, but its shape rule "
+                                 f"declares {want.device}")
+
     def __repr__(self) -> str:
         return f"<tensorplug.Op {self.name} -> {self.function.__name__}{self.__signature__}>"
 
@@ -206,6 +228,11 @@ class Op:
         self._impls.clear()
         for arg_type in seen:
             self.resolve(arg_type)
+
+
+def _spec_text(spec: TensorSpec) -> str:
+    # float32[2, 3], as the XLA handler writes a buffer (ShapeText in xla_ffi.cc).
+    return f"{spec.dtype}[{', '.join(str(d) for d in spec.shape)}]"
 
 
 def _declare_writes(where: str, fname: str, params: tuple[Param, ...], writes) -> tuple[Param, ...]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 
 from tensorplug import AdapterInfo, ExchangeTable, hookimpl
 
@@ -55,12 +56,23 @@ def tensorplug_exchange_table(tensor_type):
     return None
 
 
+def import_paddle():
+    """``import paddle``, as tensorplug does it for a user who asked for paddle by name
+    (``output_framework("paddle")``, ``tensorplug demo``, the conformance kit): without
+    paddle's import-time warning "No ccache found", which is about building paddle's own C++
+    extensions, nothing tensorplug does."""
+    paddle = sys.modules.get("paddle")
+    if paddle is None:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="No ccache found", category=UserWarning)
+            import paddle
+    return paddle
+
+
 @hookimpl
 def tensorplug_output_table(framework):
     if framework == "paddle":
-        import paddle
-
-        return _paddle_table(paddle)
+        return _paddle_table(import_paddle())
     return None
 
 

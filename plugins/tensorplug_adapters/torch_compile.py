@@ -94,7 +94,7 @@ def _register(torch, op) -> None:
     if lib is None:
         lib = _libraries[op.namespace] = torch.library.Library(op.namespace, "FRAGMENT")
     lib.define(f"{op.opname}{schema(op)}")
-    lib.impl(op.opname, _kernel(op), "CompositeExplicitAutograd")
+    lib.impl(op.opname, _kernel(torch, op), "CompositeExplicitAutograd")
     fake = _fake(torch, op) if op.n_outputs else _no_outputs
     torch.library.register_fake(op.name, fake, lib=lib)
     packet = getattr(getattr(torch.ops, op.namespace), op.opname)
@@ -102,7 +102,7 @@ def _register(torch, op) -> None:
         # The same op once more, as an overload without a Functionalize kernel: the form
         # torch's auto_functionalized takes (see _functionalize).
         lib.define(f"{op.opname}.{FUNCTIONALIZABLE}{schema(op)}")
-        lib.impl(f"{op.opname}.{FUNCTIONALIZABLE}", _kernel(op), "CompositeExplicitAutograd")
+        lib.impl(f"{op.opname}.{FUNCTIONALIZABLE}", _kernel(torch, op), "CompositeExplicitAutograd")
         torch.library.register_fake(f"{op.name}.{FUNCTIONALIZABLE}", fake, lib=lib)
         lib.impl(op.opname, _functionalize(torch, op, getattr(packet, FUNCTIONALIZABLE)), "Functionalize")
     _overloads[op.name] = packet.default
@@ -117,17 +117,45 @@ def _no_outputs(*args):
     return None
 
 
-def _kernel(op):
+def _kernel(torch, op):
     function = op.function
     if any(p.is_tensor for p in op.params):
-        # The dispatcher calls the compiled function itself: no Python frame in between.
-        return function
-    # No tensor argument decides the output framework: ask for torch tensors.
-    as_torch = output_framework("torch")
+        # The dispatcher calls the compiled function itself when there is no result to
+        # check: no Python frame in between.
+        call = function
+    else:
+        # No tensor argument decides the output framework: ask for torch tensors.
+        as_torch = output_framework("torch")
+
+        def call(*args):
+            with as_torch:
+                return function(*args)
+
+    if not op.n_outputs:
+        return call
+    return _checked(torch, op, call)
+
+
+def _checked(torch, op, call):
+    """``call`` with its results checked against the op's output rule, as the XLA handler
+    checks them: compiled graphs (inductor, aot_eager) planned with the fake's tensors, so a
+    result of another dtype, shape or device would be read as the declared one. A
+    ValueError names the op, the result and both values (:meth:`tensorplug.Op.check_results`).
+    The check costs about 2 us per call (docs/decisions.md)."""
+    specs_of = _bound_specs(op)
+    single = op.n_outputs == 1
+    tensor = torch.Tensor
 
     def kernel(*args):
-        with as_torch:
-            return function(*args)
+        result = call(*args)
+        declared = op.output_specs(specs_of(args))
+        if single or type(result) is not tuple:
+            returned = (_spec(result) if isinstance(result, tensor) else None,)
+        else:
+            returned = tuple([_spec(t) if isinstance(t, tensor) else None for t in result])
+        if returned != declared:
+            op.check_results(returned, declared)
+        return result
 
     kernel.__name__ = op.opname
     return kernel
@@ -184,17 +212,30 @@ def _functionalize(torch, op, functionalizable):
     return functionalize
 
 
+_new_tuple = tuple.__new__
+_dtype_names: dict = {}  # torch.dtype -> tensorplug dtype name
+_devices: dict = {}      # torch.device -> tensorplug Device (torch's device.type costs 0.5 us)
+
+
 def _spec(x):
-    return TensorSpec(tuple(x.shape), dtype_name(x.dtype), Device(x.device.type, x.device.index or 0))
+    dtype, device = x.dtype, x.device
+    name = _dtype_names.get(dtype)
+    if name is None:
+        name = _dtype_names[dtype] = dtype_name(dtype)
+    where = _devices.get(device)
+    if where is None:
+        where = _devices[device] = Device(device.type, device.index or 0)
+    return _new_tuple(TensorSpec, (tuple(x.shape), name, where))  # TensorSpec(...) without its __new__ frame
 
 
-def _fake(torch, op):
+def _bound_specs(op):
+    """A function ``args -> arguments by name``, the tensors as :class:`tensorplug.TensorSpec`,
+    int lists as tuples: what an output rule is called with."""
     names = [p.name for p in op.params]
-    tensors = {p.name for p in op.params if p.is_tensor}
+    tensors = [p.name for p in op.params if p.is_tensor]
     lists = {p.name: p.kind for p in op.params if p.kind in ("views", "ints")}
-    single = op.n_outputs == 1
 
-    def fake(*args):
+    def specs_of(args):
         bound = dict(zip(names, args))
         for name in tensors:
             x = bound[name]
@@ -204,6 +245,17 @@ def _fake(torch, op):
             x = bound[name]
             if x is not None:
                 bound[name] = [_spec(t) for t in x] if kind == "views" else tuple(x)
+        return bound
+
+    return specs_of
+
+
+def _fake(torch, op):
+    specs_of = _bound_specs(op)
+    single = op.n_outputs == 1
+
+    def fake(*args):
+        bound = specs_of(args)
         try:
             outs = tuple(torch.empty(spec.shape, dtype=_torch_dtype(torch, spec.dtype),
                                      device=_torch_device(torch, spec.device))

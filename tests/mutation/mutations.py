@@ -152,6 +152,10 @@ MUTATIONS = [
              "for (int32_t i = 0; i < ndim; ++i) same &= true;",
              ("tests/test_op_jax.py", "-k", "disagrees_with_the_shape_rule"),
              "inside jax.jit FromEnvAlloc gets XLA's buffer whatever shape it asked for"),
+    Mutation("torch-results-unchecked", "plugins/tensorplug_adapters/torch_compile.py",
+             "        if returned != declared:\n", "        if False:\n",
+             ("tests/test_op_torch.py", "-k", "differs_from_the_output_rule"),
+             "a torch op's result of another dtype or shape than its rule declares reaches a compiled graph"),
     # ---- the kit --------------------------------------------------------------------------
     Mutation("kit-skips-undeclared-refusals", "core/tensorplug/testing/conformance.py",
              "    if refusal is None:\n        pytest.fail(",

@@ -23,7 +23,6 @@ Importing this module imports no array framework.
 
 from __future__ import annotations
 
-import importlib
 import os
 import pickle
 import select
@@ -176,8 +175,7 @@ def _framework(config, name: str) -> Framework:
     reason = framework.missing()
     if reason:
         pytest.skip(reason)
-    if framework.module:
-        importlib.import_module(framework.module)  # here, not in a forked child of a check
+    framework.import_framework()  # here, not in a forked child of a check
     return framework
 
 
@@ -204,8 +202,7 @@ def tensorplug_partner(request, tensorplug_adapter) -> Framework:
     for name in all_adapters():
         framework = _lookup(request.config, name) if name != "numpy" else None
         if framework is not None and framework.missing() is None and framework.device.startswith("cpu"):
-            if framework.module:
-                importlib.import_module(framework.module)
+            framework.import_framework()
             return framework
     pytest.skip("no framework besides numpy to mix with it in one call: torch, jax, paddle not installed")
 

@@ -186,8 +186,17 @@ class TestExchange:
         assert type(y) is fw.output_type()
         assert_values(fw, y, expected, "identity(x)")
         address = fw.data_ptr(x)
+        if fw.copies_on_import:  # declared: the result is the framework's copy of x
+            assert address is None or fw.data_ptr(y) != address, (
+                f"{fw.name} declares that it copies the tensors it imports (Framework.copies_on_import), but "
+                "identity(x) shares x's memory")
+            if not fw.read_only and fw.device.startswith("cpu"):
+                tensorplug_kernels.fill(y, 3.0)
+                assert_values(fw, x, expected, "x after a kernel wrote identity(x), a copy")
+            return
         if address is not None:
-            assert fw.data_ptr(y) == address, "identity(x) is a copy of x"
+            assert fw.data_ptr(y) == address, ("identity(x) is a copy of x (a framework that copies every "
+                                               "tensor it imports declares Framework.copies_on_import)")
         if not fw.read_only and fw.device.startswith("cpu"):
             tensorplug_kernels.fill(y, 3.0)
             assert_values(fw, x, expected * 0 + 3, "x after a kernel wrote identity(x)")

@@ -92,12 +92,24 @@ class Framework:
     device = "cpu"
     read_only = False
     fork_safe = True
+    #: True for a framework that copies every tensor it imports (its DLPack import makes new
+    #: memory, as MLX's does): a kernel's result then comes back as a copy, and the exchange
+    #: check asserts that ``identity(x)`` has x's values in memory of its own, instead of
+    #: failing because it does not share x's.
+    copies_on_import = False
 
     def missing(self) -> str | None:
         """Why the framework cannot be tested here, or None."""
         if self.module is not None and not is_installed(self.module):
             return f"{self.name} not installed"
         return None
+
+    def import_framework(self) -> None:
+        """Import the framework (``module``) before the checks run: once, in the test
+        process. Override to import it as the adapter does (paddle's silences a build
+        warning that is not the adapter's)."""
+        if self.module:
+            importlib.import_module(self.module)
 
     def refusals(self) -> dict[str, Refusal]:
         """What the adapter refuses, by name (see :func:`refusable`), and how.

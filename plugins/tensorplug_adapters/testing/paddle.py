@@ -12,6 +12,11 @@ from tensorplug.testing.framework import NEGATIVE_STRIDES, Framework, Refusal, d
 class PaddleFramework(Framework):
     name = module = "paddle"
 
+    def import_framework(self):
+        from tensorplug_adapters.paddle import import_paddle
+
+        import_paddle()
+
     def unsupported_dtype(self, dtype):
         return None
 
