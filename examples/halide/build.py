@@ -36,7 +36,7 @@ def generate(work: Path) -> dict[str, Path]:
     # brighten(input, alpha, out): out = alpha * input + 1, float32, any length.
     source = hl.ImageParam(hl.Float(32), 1, "input")
     alpha = hl.Param(hl.Float(32), "alpha")
-    brighten = hl.Func("out")
+    brighten = hl.Func("brightened")
     brighten[x] = alpha * source[x] + 1
     brighten.vectorize(x, 8, hl.TailStrategy.GuardWithIf)
 
@@ -44,9 +44,14 @@ def generate(work: Path) -> dict[str, Path]:
     # numpy's row-major (rows, columns) is Halide's (x = column, y = row).
     image = hl.ImageParam(hl.Float(32), 2, "image")
     clamped = hl.BoundaryConditions.repeat_edge(image)
-    blur3 = hl.Func("out")
+    blur3 = hl.Func("blurred")
     blur3[x, y] = (clamped[x - 1, y] + clamped[x, y] + clamped[x + 1, y]) / 3
     blur3.parallel(y).vectorize(x, 8, hl.TailStrategy.GuardWithIf)
+
+    # Halide assumes a dense innermost dimension unless told otherwise: any strides here
+    # (transposed, reversed, every other element), at the price of gathered loads.
+    for buffer in (source, image, brighten.output_buffer(), blur3.output_buffer()):
+        buffer.dim(0).set_stride(hl.Expr())
 
     objects = {}
     for name, func, params in (("brighten", brighten, [source, alpha]), ("blur3", blur3, [image])):
