@@ -42,6 +42,14 @@
 #define TPGEN_UNUSED
 #endif
 
+/* Exports a generated function with C linkage, whether the file is compiled as C or C++
+ * (TP_EXPORT alone leaves a C++ name mangled, and the loader would not find it). */
+#ifdef __cplusplus
+#define TPGEN_EXPORT extern "C" TP_EXPORT
+#else
+#define TPGEN_EXPORT TP_EXPORT
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
