@@ -47,11 +47,12 @@ def blur3_reference(image):
 
 
 def test_the_embedded_pipelines_are_the_librarys_functions(halide_kernels):
-    assert halide_kernels.functions == ("blur3", "brighten", "pipelines")
-    assert halide_kernels.pipelines() == "brighten,blur3"
+    assert halide_kernels.functions == ("blur3", "brighten", "offset", "pipelines")
+    assert halide_kernels.pipelines() == "brighten,blur3,offset"
     # Signatures come from Halide's metadata: inputs view, outputs mview, scalars by type.
     assert halide_kernels.brighten.signature_text == "input:view;alpha:float;brightened:mview->void"
     assert halide_kernels.blur3.signature_text == "image:view;blurred:mview->void"
+    assert halide_kernels.offset.signature_text == "values:view;n:int;offsets:mview->void"
 
 
 def test_numpy_values_and_strides(halide_kernels):
@@ -67,6 +68,15 @@ def test_numpy_values_and_strides(halide_kernels):
     wide = np.zeros(10, np.float32)
     halide_kernels.brighten(x[:5], 1.0, wide[::2])  # a strided output
     assert wide.tolist() == [1, 0, 2, 0, 3, 0, 4, 0, 5, 0]
+
+
+def test_integer_scalars_are_checked_against_the_pipelines_type(halide_kernels):
+    out = np.zeros(3, np.int32)
+    halide_kernels.offset(np.arange(3, dtype=np.int32), -128, out)
+    assert out.tolist() == [-128, -127, -126]
+    with pytest.raises(OverflowError, match=r"^offset\(\): argument 'n': 300 is out of range for int8$"):
+        halide_kernels.offset(np.arange(3, dtype=np.int32), 300, out)
+    assert out.tolist() == [-128, -127, -126]
 
 
 def test_torch_and_paddle_tensors(halide_kernels):

@@ -203,6 +203,8 @@ def test_an_op_inside_jax_jit(ops):
     ({"params": {"x": "float32[:"}}, lambda x: None, r"parameter 'x': expected a Numba type such as 'float32\[:\]'"),
     ({"params": {"x": "float16[:]"}}, lambda x: None, r"arrays of float16 are not supported"),
     ({"params": {"x": "str"}}, lambda x: None, r"expected an array type \('str\[:\]'\) or a scalar"),
+    ({"params": {"x": "int32"}}, lambda x: None, r"or a scalar of int64, float64, float32, bool, got 'int32'"),
+    ({"params": {"x": "float32[]"}}, lambda x: None, r"an array needs at least one dimension \('float32\[:\]'\)"),
     ({"params": {"x": "float32[:]"}, "writes": "y"}, lambda x: None, r"'writes': 'y' is not a parameter"),
     ({"params": {"x": "float32[:]"}}, lambda y: None, r"the function's parameters \(y\) do not match 'params' \(x\)"),
     ({"params": {"x": "float32[:]"}, "returns": tensorplug.like("x")}, lambda x: None,

@@ -94,7 +94,7 @@ _UNKNOWN_KIND = _text("an unknown value")
 
 
 # ------------------------------------------------------ helpers the entries call ----
-@numba.njit(cache=False)
+@numba.njit
 def _row(table, i):
     n = 0
     while table[i, n] != 0:
@@ -218,7 +218,8 @@ _TYPE = re.compile(r"\s*([a-z0-9_]+)\s*(?:\[\s*(:(?:\s*,\s*:)*)?\s*\])?\s*")
 _ARRAY_DTYPES = {name: (code, bits) for name, code, bits in _DTYPES
                  if name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                              "float32", "float64", "complex64", "complex128")}
-_SCALARS = {"int64": "int", "int32": "int", "float64": "float", "float32": "float", "bool": "bool"}
+# int32 is left out: narrowing a Python int could change its value silently.
+_SCALARS = {"int64": "int", "float64": "float", "float32": "float", "bool": "bool"}
 
 
 class _Array:
@@ -242,7 +243,10 @@ def _parse_param(where, name, text, written):
         if dtype not in _ARRAY_DTYPES:
             raise ValueError(f"{where} parameter {name!r}: arrays of {dtype} are not supported; dtypes: "
                              f"{', '.join(_ARRAY_DTYPES)}")
-        ndim = 0 if dims is None else dims.count(":")
+        if dims is None:
+            raise ValueError(f"{where} parameter {name!r}: an array needs at least one dimension ('{dtype}[:]'), "
+                             f"got {text!r}")
+        ndim = dims.count(":")
         return _Array(name, dtype, ndim, written)
     if dtype not in _SCALARS:
         raise ValueError(f"{where} parameter {name!r}: expected an array type ('{dtype}[:]') or a scalar of "

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PIPELINES = ("brighten", "blur3")
+PIPELINES = ("brighten", "blur3", "offset")
 
 
 def generate(work: Path) -> dict[str, Path]:
@@ -48,13 +48,20 @@ def generate(work: Path) -> dict[str, Path]:
     blur3[x, y] = (clamped[x - 1, y] + clamped[x, y] + clamped[x + 1, y]) / 3
     blur3.parallel(y).vectorize(x, 8, hl.TailStrategy.GuardWithIf)
 
+    # offset(values, n, out): out = values + n, int32 values and an int8 n.
+    values = hl.ImageParam(hl.Int(32), 1, "values")
+    n = hl.Param(hl.Int(8), "n")
+    offset = hl.Func("offsets")
+    offset[x] = values[x] + hl.cast(hl.Int(32), n)
+
     # Halide assumes a dense innermost dimension unless told otherwise: any strides here
     # (transposed, reversed, every other element), at the price of gathered loads.
-    for buffer in (source, image, brighten.output_buffer(), blur3.output_buffer()):
+    for buffer in (source, image, values, brighten.output_buffer(), blur3.output_buffer(), offset.output_buffer()):
         buffer.dim(0).set_stride(hl.Expr())
 
     objects = {}
-    for name, func, params in (("brighten", brighten, [source, alpha]), ("blur3", blur3, [image])):
+    for name, func, params in (("brighten", brighten, [source, alpha]), ("blur3", blur3, [image]),
+                               ("offset", offset, [values, n])):
         objects[name] = work / f"{name}.o"
         func.compile_to({hl.OutputFileType.object: str(objects[name]),
                          hl.OutputFileType.c_header: str(work / f"{name}.h")},

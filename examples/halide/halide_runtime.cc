@@ -122,6 +122,17 @@ int CallPipeline(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
     } else {
       int64_t v = TPGenInt(&call, i, a.name);
       bool is_signed = a.type.code == halide_type_int;
+      if (!call.failed && a.type.bits < 64) {  // refuse what the parameter's type cannot hold
+        int64_t low = is_signed ? -(int64_t(1) << (a.type.bits - 1)) : 0;
+        int64_t high = is_signed ? (int64_t(1) << (a.type.bits - 1)) - 1 : (int64_t(1) << a.type.bits) - 1;
+        if (v < low || v > high) {
+          char message[160];
+          std::snprintf(message, sizeof message, "argument '%s': %lld is out of range for %s%d", a.name, (long long)v,
+                        is_signed ? "int" : "uint", int(a.type.bits));
+          TPGenFail(&call, "OverflowError", message);
+          break;
+        }
+      }
       switch (a.type.bits) {
         case 8: if (is_signed) s.i8 = int8_t(v); else s.u8 = uint8_t(v); break;
         case 16: if (is_signed) s.i16 = int16_t(v); else s.u16 = uint16_t(v); break;
