@@ -4,6 +4,8 @@ tensorplug.function_from_pointer, which makes an entry point a Function."""
 
 import ctypes
 import gc
+import subprocess
+import sys
 import weakref
 
 import pytest
@@ -226,3 +228,10 @@ def test_function_from_pointer_refuses_what_is_no_function(args, kwargs, error, 
     del owner
     gc.collect()
     assert alive() is None  # a refused call keeps no reference
+
+
+def test_import_tensorplug_imports_no_compiler():
+    code = ("import sys, tensorplug; "
+            "print(sorted(m for m in ('numba', 'llvmlite', 'halide') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
