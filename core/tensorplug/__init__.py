@@ -11,6 +11,7 @@ from ._core import Function, Handle, Tensor
 from ._context import get_raw_stream, output_framework, use_raw_stream, use_stream
 from ._module import Module, load_module
 from ._module import load_library, load_module_from_package
+from ._native import function_from_pointer
 from ._registry import (AdapterInfo, AdapterRecord, ExchangeTable, adapters, output_table, register_adapter,
                         unregister_adapter)
 from ._types import Device
@@ -81,8 +82,8 @@ def __getattr__(name: str):
 
 __all__ = [
     "AdapterInfo", "AdapterRecord", "Device", "ExchangeTable", "Function", "Handle", "Module", "Op", "Output", "Tensor",
-    "TensorSpec", "adapters", "cpp", "empty", "exchange", "from_dlpack", "get_global_func", "get_op",
-    "get_raw_stream", "hookimpl", "hub", "like", "list_global_func_names", "load_library", "load_module",
+    "TensorSpec", "adapters", "cpp", "empty", "exchange", "from_dlpack", "function_from_pointer", "get_global_func",
+    "get_op", "get_raw_stream", "hookimpl", "hub", "like", "list_global_func_names", "load_library", "load_module",
     "load_module_from_package", "op", "output_framework", "output_table", "register_adapter",
     "register_global_func", "remove_global_func", "storage", "unregister_adapter", "use_raw_stream", "use_stream",
 ]

@@ -13,6 +13,7 @@ namespace tensorplug::py {
 
 bool InitXlaFfi(PyObject* module);  // xla_ffi.cc
 extern PyMethodDef kStorageMethods[];  // storage.cc
+PyObject* FunctionFromPointer(PyObject*, PyObject* args);  // native_function.cc
 
 namespace {
 
@@ -319,6 +320,8 @@ PyObject* ABIVersionPy(PyObject*, PyObject*) { return PyLong_FromLong(TPGetABIVe
 PyMethodDef kMethods[] = {
     {"load_library", GuardedMethod<LoadLibrary>(), METH_VARARGS, "load_library(path, flags=0) -> (handle, names)"},
     {"get_function", GuardedMethod<GetFunction>(), METH_VARARGS, "get_function(handle, name, release_gil=True) -> Function"},
+    {"function_from_pointer", GuardedMethod<FunctionFromPointer>(), METH_VARARGS,
+     "function_from_pointer(address, signature, name, owner, release_gil=True) -> Function"},
     {"register_global_func", GuardedMethod<RegisterGlobalFunc>(), METH_VARARGS, "register_global_func(name, f, override=False)"},
     {"get_global_func", GuardedMethod<GetGlobalFunc>(), METH_O, "get_global_func(name) -> Function | None"},
     {"remove_global_func", GuardedMethod<RemoveGlobalFunc>(), METH_O, "remove_global_func(name)"},
