@@ -19,6 +19,7 @@
 
 #include "cuda_driver.h"
 #include "runtime_internal.h"
+#include "tensorplug/caster.h"
 
 using tensorplug::runtime::Fail;
 
@@ -145,11 +146,12 @@ int FailWithPending(const std::string& context) {
 // Read the module's listing, lookup() -> tuple of str, into m->names.
 int ReadListing(const std::string& path, ImportedModule* m) {
   TPAny result;
-  if (TPFunctionCall(m->lookup, nullptr, 0, &result) != 0) return FailWithPending(ModuleName(path, *m) + ": its listing failed");
+  if (TPFunctionCall(m->lookup, nullptr, 0, &result) != 0) return FailWithPending(ModuleName(path, *m) + ": its listing lookup() failed");
   if (result.type_index != kTPTuple) {
+    const std::string got = tensorplug::detail::TypeIndexName(result);
     TPAnyRelease(&result);
-    return Fail("TypeError", ModuleName(path, *m) + ": its listing returned type index " +
-                                 std::to_string(result.type_index) + ", expected a tuple of names (lookup() -> tuple)");
+    return Fail("TypeError", ModuleName(path, *m) + ": its listing lookup() returned " + got +
+                                 ", expected a tuple of str");
   }
   int rc = 0;
   for (int32_t i = 0; i < result.v_tuple->size && rc == 0; ++i) {
@@ -159,8 +161,8 @@ int ReadListing(const std::string& path, ImportedModule* m) {
     } else if (item.type_index == kTPRawStr) {
       m->names.emplace_back(item.v_c_str);
     } else {
-      rc = Fail("TypeError", ModuleName(path, *m) + ": its listing holds a non-str item at position " +
-                                 std::to_string(i) + " (type index " + std::to_string(item.type_index) + ")");
+      rc = Fail("TypeError", ModuleName(path, *m) + ": its listing lookup() returned a tuple whose item " +
+                                 std::to_string(i) + " is " + tensorplug::detail::TypeIndexName(item) + ", expected str");
     }
   }
   TPAnyRelease(&result);
