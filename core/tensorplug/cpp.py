@@ -149,7 +149,9 @@ def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ld
     includes = [include_dir(), *map(str, include_dirs)]
 
     h = hashlib.sha256()
-    for part in (name, _headers_digest(), str(_core.abi_version()), *map(_compiler_identity, compilers.values()),
+    version_script = hashlib.sha256(Path(_kernel_version_script()).read_bytes()).hexdigest()
+    for part in (name, _headers_digest(), version_script, str(_core.abi_version()),
+                 *map(_compiler_identity, compilers.values()),
                  *extra_cflags, *extra_cuda_cflags, *extra_ldflags, *includes):
         h.update(part.encode() + b"\0")
     for src in sources:

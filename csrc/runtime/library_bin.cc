@@ -146,7 +146,9 @@ int FailWithPending(const std::string& context) {
 // Read the module's listing, lookup() -> tuple of str, into m->names.
 int ReadListing(const std::string& path, ImportedModule* m) {
   TPAny result;
-  if (TPFunctionCall(m->lookup, nullptr, 0, &result) != 0) return FailWithPending(ModuleName(path, *m) + ": its listing lookup() failed");
+  if (TPFunctionCall(m->lookup, nullptr, 0, &result) != 0) {
+    return FailWithPending(ModuleName(path, *m) + ": its listing lookup() failed");
+  }
   if (result.type_index != kTPTuple) {
     const std::string got = tensorplug::detail::TypeIndexName(result);
     TPAnyRelease(&result);
@@ -162,7 +164,8 @@ int ReadListing(const std::string& path, ImportedModule* m) {
       m->names.emplace_back(item.v_c_str);
     } else {
       rc = Fail("TypeError", ModuleName(path, *m) + ": its listing lookup() returned a tuple whose item " +
-                                 std::to_string(i) + " is " + tensorplug::detail::TypeIndexName(item) + ", expected str");
+                                 std::to_string(i) + " is " + tensorplug::detail::TypeIndexName(item) +
+                                 ", expected str");
     }
   }
   TPAnyRelease(&result);

@@ -233,7 +233,9 @@ void TPModuleRelease(TPModuleHandle module) {
 int TPModuleGetFunction(TPModuleHandle module, const char* name, TPFunctionHandle* out) {
   *out = nullptr;
   auto it = module->functions.find(name);
-  if (it == module->functions.end()) return tensorplug::runtime::LookupImported(module->imports, module->path, name, out);
+  if (it == module->functions.end()) {
+    return tensorplug::runtime::LookupImported(module->imports, module->path, name, out);
+  }
   using SigFn = const char* (*)(void);
   auto sig_fn = reinterpret_cast<SigFn>(dlsym(module->dl_handle, (std::string(kSigPrefix) + name).c_str()));
   const char* signature = sig_fn ? sig_fn() : nullptr;

@@ -16,7 +16,9 @@ TENSORPLUG_COMPAT_NOT_PROVIDED_CLASS(CubinKernel, "tvm::ffi::CubinKernel", "extr
 }  // namespace ffi
 }  // namespace tvm
 
-#define TVM_FFI_EMBED_CUBIN(...) TENSORPLUG_COMPAT_NOT_PROVIDED_MACRO("TVM_FFI_EMBED_CUBIN", "extra/cuda/cubin_launcher.h")
-#define TVM_FFI_EMBED_CUBIN_GET_KERNEL(...) TENSORPLUG_COMPAT_NOT_PROVIDED_MACRO("TVM_FFI_EMBED_CUBIN_GET_KERNEL", "extra/cuda/cubin_launcher.h")
+#define TVM_FFI_EMBED_CUBIN(...) \
+  TENSORPLUG_COMPAT_NOT_PROVIDED_MACRO("TVM_FFI_EMBED_CUBIN", "extra/cuda/cubin_launcher.h")
+#define TVM_FFI_EMBED_CUBIN_GET_KERNEL(...) \
+  TENSORPLUG_COMPAT_NOT_PROVIDED_MACRO("TVM_FFI_EMBED_CUBIN_GET_KERNEL", "extra/cuda/cubin_launcher.h")
 
 #endif  // TENSORPLUG_COMPAT_TVM_FFI_EXTRA_CUDA_CUBIN_LAUNCHER_H_
