@@ -42,8 +42,9 @@ Adds the kernel library lib<target>.so: a MODULE library (opened with dlopen by
 tensorplug.load_module, never linked against) built from C, C++ or CUDA sources, linked to
 libtensorplug and to nothing of Python, so one binary serves every CPython version and
 every framework version. It gets
-- hidden visibility (C, C++, inline functions): only the symbols that TENSORPLUG_EXPORT,
-  TP_EXPORT and c_api.h's ABI record mark are exported;
+- hidden visibility (C, C++, inline functions, and the version script kernel_library.map
+  for the C++ standard library's template instantiations): only the symbols that
+  TENSORPLUG_EXPORT, TP_EXPORT and c_api.h's ABI record mark are exported;
 - --no-undefined: a reference no linked library defines (a stray Python C API call, say)
   fails the link instead of the load;
 - with DESTINATION (a directory relative to the install prefix, which is the wheel's root,
@@ -61,7 +62,10 @@ function(tensorplug_add_kernel_library target)
   endif()
   add_library(${target} MODULE ${_tp_UNPARSED_ARGUMENTS})
   target_link_libraries(${target} PRIVATE tensorplug::tensorplug)
-  target_link_options(${target} PRIVATE "LINKER:--no-undefined")
+  # kernel_library.map hides the std:: template instantiations that hidden visibility misses.
+  target_link_options(${target} PRIVATE "LINKER:--no-undefined"
+                      "LINKER:--version-script=${CMAKE_CURRENT_FUNCTION_LIST_DIR}/kernel_library.map")
+  set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/kernel_library.map")
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"
     C_VISIBILITY_PRESET hidden

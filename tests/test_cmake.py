@@ -181,3 +181,19 @@ def test_a_python_api_call_fails_the_link_not_the_load(tmp_path):
     proc = subprocess.run([CMAKE, "--build", str(build)], capture_output=True, text=True, timeout=600)
     assert proc.returncode != 0
     assert "undefined reference to `PyLong_FromLong'" in proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("nm") is None, reason="nm (binutils) not installed")
+def test_kernel_library_exports_only_its_functions_and_the_abi_record(tmp_path):
+    # std:: template instantiations escape -fvisibility=hidden (libstdc++ declares namespace
+    # std with default visibility); the helper's version script keeps them local.
+    from test_cpp_build import EXPORTED, STD_HEAVY, dynamic_symbols
+
+    source = _project(tmp_path, """
+        find_package(tensorplug CONFIG REQUIRED)
+        tensorplug_add_kernel_library(std_heavy kernel.cc)
+    """, kernel=STD_HEAVY)
+    build = tmp_path / "build"
+    _ok(_configure(source, build))
+    _ok(subprocess.run([CMAKE, "--build", str(build)], capture_output=True, text=True, timeout=600))
+    assert dynamic_symbols(build / "libstd_heavy.so") == EXPORTED

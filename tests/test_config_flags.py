@@ -23,13 +23,16 @@ def config(*flags):
 
 def test_flags_name_this_installation():
     include, lib = cpp.include_dir(), cpp.lib_dir()
+    script = Path(cpp.cmake_dir()) / "kernel_library.map"
+    assert script.is_file()
     assert config("--cflags") == f"-I{include} -fPIC -fvisibility=hidden\n"
-    assert config("--cxxflags") == f"-I{include} -std=c++17 -fPIC -fvisibility=hidden\n"
-    assert config("--ldflags") == f"-L{lib} -Wl,-rpath,{lib}\n"
+    assert config("--cxxflags") == f"-I{include} -std=c++17 -fPIC -fvisibility=hidden -fvisibility-inlines-hidden\n"
+    assert config("--ldflags") == f"-L{lib} -Wl,-rpath,{lib} -Wl,--version-script={script}\n"
     assert config("--libs") == "-ltensorplug\n"
     # Several on one line, in a fixed order, whatever order they were asked in.
     assert config("--libs", "--ldflags", "--cxxflags") == (
-        f"-I{include} -std=c++17 -fPIC -fvisibility=hidden -L{lib} -Wl,-rpath,{lib} -ltensorplug\n")
+        f"-I{include} -std=c++17 -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -L{lib} -Wl,-rpath,{lib} "
+        f"-Wl,--version-script={script} -ltensorplug\n")
 
 
 MAKEFILE = """\
@@ -63,7 +66,8 @@ def test_makefile_builds_c_and_cxx_kernel_libraries(tmp_path):
     proc = subprocess.run(["make", f"TENSORPLUG={tensorplug_cmd}"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"-I{cpp.include_dir()} -std=c++17 -fPIC -fvisibility=hidden -O2 -shared" in proc.stdout
+    assert f"-I{cpp.include_dir()} -std=c++17 -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -O2 -shared" \
+        in proc.stdout
 
     triple = tensorplug.load_module(tmp_path / "libtriple.so")
     assert triple.functions == ("triple",)

@@ -98,3 +98,115 @@ def test_cmake_package_finds_the_library(tmp_path):
                    check=True, capture_output=True)
     subprocess.run(["cmake", "--build", str(build)], check=True, capture_output=True)
     assert tensorplug.load_module(build / "libk.so").one() == 1
+
+
+# ------------------------------------------------------- never stale code ----
+def _version_source(value: int, header: str = "") -> str:
+    return (f"#include <tensorplug/tensorplug.h>\n{header}\n"
+            f"int64_t version() {{ return {value}; }}\nTENSORPLUG_EXPORT(version, version);\n")
+
+
+def _version_of(path: str) -> int:
+    # A new process: this one keeps the first build of a path (test_loader.py).
+    code = f"import tensorplug; print(tensorplug.load_module({path!r}).version())"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stdout)
+
+
+def test_build_directory_rebuilds_when_sources_flags_or_headers_change(tmp_path):
+    src, header, out = tmp_path / "v.cc", tmp_path / "inc" / "value.h", tmp_path / "out"
+    header.parent.mkdir()
+    header.write_text("#define EXTRA 0\n")
+    src.write_text(_version_source(1))
+    path = cpp.build("versioned", [src], build_directory=out)
+    assert _version_of(path) == 1
+    mtime = Path(path).stat().st_mtime_ns
+    assert cpp.build("versioned", [src], build_directory=out) == path
+    assert Path(path).stat().st_mtime_ns == mtime  # unchanged inputs: not compiled again
+
+    src.write_text(_version_source(2))  # an edited source
+    assert _version_of(cpp.build("versioned", [src], build_directory=out)) == 2
+    # A flag change.
+    src.write_text(_version_source("VALUE"))
+    assert _version_of(cpp.build("versioned", [src], extra_cflags=["-DVALUE=3"], build_directory=out)) == 3
+    assert _version_of(cpp.build("versioned", [src], extra_cflags=["-DVALUE=4"], build_directory=out)) == 4
+    # A header the source includes, from include_dirs.
+    src.write_text(_version_source("40 + EXTRA", '#include "value.h"'))
+    flags = {"include_dirs": [header.parent], "build_directory": out}
+    assert _version_of(cpp.build("versioned", [src], **flags)) == 40
+    header.write_text("#define EXTRA 2\n")
+    assert _version_of(cpp.build("versioned", [src], **flags)) == 42
+
+
+def test_build_directory_rebuilds_when_the_compiler_changes(tmp_path, monkeypatch):
+    # Another compiler file behind $CXX: a wrapper script that defines a macro, as a
+    # different compiler version would compile differently.
+    src = tmp_path / "v.cc"
+    src.write_text(_version_source("COMPILER_VALUE"))
+    wrapper = tmp_path / "bin" / "cxx-wrapper"
+    wrapper.parent.mkdir()
+    real = shutil.which("c++")
+    wrapper.write_text(f'#!/bin/sh\nexec {real} -DCOMPILER_VALUE=1 "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CXX", str(wrapper))
+    path = cpp.build("by_compiler", [src], build_directory=tmp_path / "out")
+    assert _version_of(path) == 1
+    wrapper.write_text(f'#!/bin/sh\nexec {real} -DCOMPILER_VALUE=2 "$@"\n')  # the same path, another compiler
+    assert _version_of(cpp.build("by_compiler", [src], build_directory=tmp_path / "out")) == 2
+
+
+# A kernel using std containers, strings, shared_ptr, function and algorithms: each leaves
+# std:: template instantiations in the object file.
+STD_HEAVY = r"""
+#include <tensorplug/tensorplug.h>
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+static std::map<std::string, int>& Registry() { static std::map<std::string, int> r; return r; }
+int64_t count(tensorplug::TensorView x, std::string key) {
+  std::vector<int64_t> v(size_t(x.numel()));
+  std::sort(v.begin(), v.end());
+  std::unordered_map<std::string, std::shared_ptr<int>> u;
+  u[key] = std::make_shared<int>(3);
+  std::function<int(int)> f = [](int a) { return a + 1; };
+  Registry()[key] += f(1);
+  return int64_t(v.size()) + Registry()[key] + *u[key];
+}
+TENSORPLUG_EXPORT(count, count, "x", "key");
+"""
+EXPORTED = {"__tensorplug_count", "__tensorplugsig_count", "__tensorplugabi_version"}
+
+
+def dynamic_symbols(path) -> set[str]:
+    """The defined symbols of a library's dynamic symbol table (`nm -D`)."""
+    out = subprocess.run(["nm", "-D", "--defined-only", str(path)], capture_output=True, text=True, check=True).stdout
+    return {line.split()[-1] for line in out.splitlines() if line.strip()}
+
+
+@pytest.mark.skipif(shutil.which("nm") is None, reason="nm (binutils) not installed")
+def test_build_exports_only_the_functions_and_the_abi_record(tmp_path):
+    (tmp_path / "std_heavy.cc").write_text(STD_HEAVY)
+    path = cpp.build("std_heavy", [tmp_path / "std_heavy.cc"], build_directory=tmp_path / "out")
+    assert dynamic_symbols(path) == EXPORTED
+    m = tensorplug.load_module(path)
+    assert m.count(np.zeros(3), "a") == 8 and m.count(np.zeros(3), "a") == 10
+
+
+@pytest.mark.skipif(shutil.which("nm") is None, reason="nm (binutils) not installed")
+def test_config_flags_export_only_the_functions_and_the_abi_record(tmp_path):
+    # By hand, as a Makefile does; a TP_EXPORT function of another name stays exported.
+    (tmp_path / "std_heavy.cc").write_text(STD_HEAVY + 'extern "C" TP_EXPORT int helper_for_others(int x) { return x; }\n')
+    flags = subprocess.run([sys.executable, "-m", "tensorplug", "config", "--cxxflags", "--ldflags", "--libs"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    cxxflags = [f for f in flags if not f.startswith(("-L", "-Wl", "-l"))]
+    ldflags = [f for f in flags if f.startswith(("-L", "-Wl", "-l"))]
+    lib = tmp_path / "libstd_heavy.so"
+    subprocess.run(["c++", *cxxflags, "-O2", "-shared", "-o", str(lib), str(tmp_path / "std_heavy.cc"), *ldflags],
+                   check=True, capture_output=True, text=True)
+    assert dynamic_symbols(lib) == EXPORTED | {"helper_for_others"}
+    assert tensorplug.load_module(lib).count(np.zeros(2), "b") == 7

@@ -347,3 +347,118 @@ def test_a_ptx_kernel_runs_on_the_gpu(built):
     m.add_one(4, 1, 1, 256, 1, 1, 0, x, out, x.numel())
     torch.cuda.synchronize()
     assert torch.equal(out, x + 1)
+
+
+# ------------------------------------------------------ modules on their edges ----
+def _python_kind(kind, listing, owned=None, refuse_others=False):
+    """Register `load_from_bytes.<kind>` (Python): its lookup() returns `listing`, or raises
+    it when it is an exception; lookup(name) returns a function for the names in `owned`,
+    and for other names None or, with `refuse_others`, raises KeyError."""
+    def load(data, size, host_path):
+        def lookup(*name):
+            if not name:
+                if isinstance(listing, Exception):
+                    raise listing
+                return listing
+            if owned and name[0] in owned:
+                value = owned[name[0]]
+                return lambda: value
+            if refuse_others:
+                raise KeyError(f"{kind} has no {name[0]}")
+            return None
+        return lookup
+
+    tensorplug.register_global_func(f"load_from_bytes.{kind}", load, override=True)
+
+
+@pytest.fixture
+def kinds():
+    registered = []
+
+    def register(kind, *args, **kwargs):
+        _python_kind(kind, *args, **kwargs)
+        registered.append(kind)
+
+    yield register
+    for kind in registered:
+        tensorplug.remove_global_func(f"load_from_bytes.{kind}")
+
+
+@pytest.mark.parametrize("listing, error, message", [
+    (ValueError("the table is gone"), ValueError, "its listing lookup() failed: the table is gone"),
+    (["a", "b"], TypeError,
+     "its listing lookup() failed: a Python callback returned list, which has no tensorplug value kind"),
+    ("a", TypeError, "its listing lookup() returned str, expected a tuple of str"),
+    (("a", 3), TypeError, "its listing lookup() returned a tuple whose item 1 is int, expected str"),
+])
+def test_a_listing_that_fails_fails_the_load(built, kinds, listing, error, message):
+    kinds("badlist", listing)
+    path = _host(built["tmp"], f"badlist{abs(hash(message)) % 1000}", library_bin.pack([("badlist", b"")]))
+    with pytest.raises(error) as info:
+        tensorplug.load_module(path)
+    assert str(info.value) == f"kernel library '{path}': its embedded module 1 (kind 'badlist'): {message}"
+
+
+def test_a_lookup_is_asked_only_for_the_names_its_module_lists(built, kinds):
+    # The first module refuses names it does not own (KeyError), as a dict-backed lookup does.
+    kinds("strict", ("alpha",), owned={"alpha": 1}, refuse_others=True)
+    kinds("lenient", ("beta",), owned={"beta": 2})
+    path = _host(built["tmp"], "strict_first", library_bin.pack([("strict", b""), ("lenient", b"")]))
+    m = tensorplug.load_module(path)
+    assert m.functions == ("alpha", "beta", "host_hello")
+    assert (m.alpha(), m.beta(), m.host_hello()) == (1, 2, "host")
+    assert "gamma" not in m
+
+
+def test_a_listed_name_the_lookup_cannot_resolve_names_the_library_and_kind(built, kinds):
+    kinds("ghosts", ("ghost", "real"), owned={"real": 7})
+    path = _host(built["tmp"], "ghost_host", library_bin.pack([("ghosts", b"")]))
+    with pytest.raises(ValueError) as info:
+        tensorplug.load_module(path)
+    assert str(info.value) == (f"kernel library '{path}': its embedded module 1 (kind 'ghosts') lists the function "
+                               "'ghost', and its lookup returns no function for that name")
+
+
+def test_a_lookup_that_fails_for_a_name_it_lists_names_the_library_and_kind(built, kinds):
+    kinds("flaky", ("listed",), refuse_others=True)  # lists 'listed', then refuses it
+    path = _host(built["tmp"], "flaky_host", library_bin.pack([("flaky", b"")]))
+    with pytest.raises(KeyError) as info:
+        tensorplug.load_module(path)
+    assert info.value.args[0] == (f"kernel library '{path}': its embedded module 1 (kind 'flaky'): looking up its "
+                                  "function 'listed' failed: 'flaky has no listed'")
+
+
+def test_a_broken_variant_is_named_by_its_isa(built):
+    tmp = built["tmp"]
+    (tmp / "unresolved.cc").write_text('#include <tensorplug/tensorplug.h>\nextern "C" int no_such_symbol_here();\n'
+                                       "int64_t f() { return no_such_symbol_here(); }\nTENSORPLUG_EXPORT(f, f);\n")
+    broken = cpp.build("unresolved", [tmp / "unresolved.cc"], build_directory=tmp / "unresolved")
+    path = _host(tmp, "broken_variant", library_bin.pack([("shared_library",
+                                                           library_bin.shared_library_payload({"generic": broken}))]))
+    with pytest.raises(ValueError) as info:
+        tensorplug.load_module(path)
+    message = str(info.value)
+    assert message.startswith(f"kernel library '{path}': loading its embedded module 1 (kind 'shared_library') "
+                              f"failed: cannot load {path} (embedded variant 'generic'): {path} (embedded variant "
+                              "'generic'): undefined symbol: no_such_symbol_here"), message
+    assert "/proc/self/fd" not in message
+
+
+def test_stubgen_preloads_the_runtime_of_an_embedded_kind(built, tmp_path):
+    tmp = built["tmp"]
+    (tmp / "consts_runtime.cc").write_text(CONSTS_RUNTIME)
+    runtime = cpp.build("consts_runtime", [tmp / "consts_runtime.cc"], build_directory=tmp / "consts_runtime")
+    host = _host(tmp, "consts_stub_host", library_bin.pack([("consts", b"answer=42")]))
+    stubgen = [sys.executable, "-m", "tensorplug", "stubgen", host]
+    proc = subprocess.run(stubgen, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr == (f"tensorplug stubgen: kernel library '{host}' embeds a module of kind 'consts', and no "
+                           "runtime registered the global function 'load_from_bytes.consts' that loads it (load that "
+                           "runtime first, e.g. with tensorplug.load_library); pass that runtime library with "
+                           "--preload\n")
+    proc = subprocess.run([*stubgen, "--preload", runtime], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "def answer() -> int: ..." in proc.stdout and "def host_hello() -> str: ..." in proc.stdout
+    proc = subprocess.run([*stubgen, "--preload", str(tmp_path / "nope.so")], capture_output=True, text=True,
+                          timeout=120)
+    assert (proc.returncode, proc.stderr) == (2, f"tensorplug stubgen: --preload: no such file: {tmp_path / 'nope.so'}\n")

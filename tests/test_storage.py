@@ -373,3 +373,54 @@ def test_storage_used_by_a_thread_still_running_at_exit():
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stdout) == (0, "exiting\n"), proc.stderr
+
+
+# A deleter that unregisters from a registry with a real destructor: a function-local
+# std::map, constructed after the value is stored (at the first track() call, and after the
+# store of the library's static initializer), so its destructor was registered after the
+# store's C exit handler and runs before it.
+REGISTRY_LIBRARY = r"""
+#include <tensorplug/tensorplug.h>
+#include <cstdio>
+#include <map>
+#include <string>
+namespace {
+std::map<std::string, std::string>& Registry() {
+  static std::map<std::string, std::string> registry;
+  return registry;
+}
+void Unregister(void* p) {
+  auto* key = static_cast<std::string*>(p);
+  Registry().erase(*key);
+  std::printf("unregistered %s, %zu left\n", key->c_str(), Registry().size());
+  std::fflush(stdout);
+  delete key;
+}
+// Stored while the library loads, before Registry() exists.
+const bool stored_at_load = [] {
+  TPEnvStorageSet("registry.at_load", new std::string("at_load"), Unregister);
+  return true;
+}();
+}  // namespace
+void track(std::string key) {
+  TPEnvStorageSet(("registry." + key).c_str(), new std::string(key), Unregister);
+  Registry()[key] = "tracked";  // first use: after the store
+  Registry()["at_load"] = "tracked";
+}
+TENSORPLUG_EXPORT(track, track, "key");
+"""
+
+
+def test_deleters_run_before_the_static_destructors_they_use(tmp_path):
+    (tmp_path / "registry.cc").write_text(REGISTRY_LIBRARY)
+    path = cpp.build("registry_lib", [tmp_path / "registry.cc"], build_directory=tmp_path / "build")
+    script = textwrap.dedent(f"""
+        import tensorplug
+        m = tensorplug.load_module({path!r})
+        m.track("first")
+        print("end of script", flush=True)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    # Destroyed in key order, each while the registry is whole.
+    assert proc.stdout.splitlines() == ["end of script", "unregistered at_load, 1 left", "unregistered first, 0 left"]

@@ -40,11 +40,13 @@ def build_flags() -> dict[str, str]:
     needs none (see docs/shipping.md)."""
     from tensorplug import cpp
 
-    visibility = "-fPIC -fvisibility=hidden"  # only TENSORPLUG_EXPORT/TP_EXPORT symbols are exported
+    # Only TENSORPLUG_EXPORT/TP_EXPORT symbols and the ABI record are exported: hidden
+    # visibility, and a version script for the std:: instantiations it misses.
+    visibility = "-fPIC -fvisibility=hidden"
     return {
         "cflags": f"-I{cpp.include_dir()} {visibility}",
-        "cxxflags": f"-I{cpp.include_dir()} -std=c++17 {visibility}",
-        "ldflags": f"-L{cpp.lib_dir()} -Wl,-rpath,{cpp.lib_dir()}",
+        "cxxflags": f"-I{cpp.include_dir()} -std=c++17 {visibility} -fvisibility-inlines-hidden",
+        "ldflags": f"-L{cpp.lib_dir()} -Wl,-rpath,{cpp.lib_dir()} -Wl,--version-script={cpp._kernel_version_script()}",
         "libs": "-ltensorplug",
     }
 
@@ -77,13 +79,23 @@ def cmd_demo(args) -> int:
 
 
 def cmd_stubgen(args) -> int:
-    from ._module import load_module
+    from ._module import load_library, load_module
     from .stubs import stub_text, write_stub
 
     try:
+        # Runtime libraries first: one registers the module kind (load_from_bytes.<kind>)
+        # that the library embeds, as the library's own package would load it.
+        for runtime in args.preload:
+            load_library(runtime)
+    except (OSError, ValueError, RuntimeError) as e:
+        print(f"tensorplug stubgen: --preload: {e}", file=sys.stderr)
+        return 2
+    try:
         module = load_module(args.library)
-    except (OSError, ValueError) as e:  # missing file, not a kernel library, another ABI
-        print(f"tensorplug stubgen: {e}", file=sys.stderr)
+    except (OSError, ValueError, RuntimeError, TypeError) as e:  # missing, not a kernel library, another ABI, ...
+        hint = ("; pass that runtime library with --preload"
+                if "no runtime registered the global function 'load_from_bytes." in str(e) else "")
+        print(f"tensorplug stubgen: {e}{hint}", file=sys.stderr)
         return 2
     if args.output is None:
         sys.stdout.write(stub_text(module))
@@ -154,6 +166,9 @@ def main(argv=None) -> int:
     stubgen = sub.add_parser("stubgen", help="write the type stub (.pyi) of a kernel library")
     stubgen.add_argument("library", help="path of the kernel library (.so)")
     stubgen.add_argument("-o", "--output", help="the .pyi file to write (default: standard output)")
+    stubgen.add_argument("--preload", action="append", default=[], metavar="RUNTIME",
+                         help="load this runtime library first (tensorplug.load_library), e.g. the one that "
+                              "registers a module kind the library embeds; repeatable, loaded in order")
     from .hub._cli import add_parser as add_hub_parser
 
     add_hub_parser(sub)

@@ -52,6 +52,12 @@ class Module(types.ModuleType):
 def load_module(path, *, release_gil: bool = True) -> Module:
     """Load the kernel library at ``path``.
 
+    ``path`` names a file: a relative path (a bare name such as ``"libk.so"`` too) is
+    relative to the working directory, and is never searched for on ``LD_LIBRARY_PATH``.
+    A process runs one build of a path: loading a path again after the file there changed
+    (a rebuild) raises RuntimeError naming the library, since the dynamic loader would
+    return the build loaded first (docs/decisions.md).
+
     Raises FileNotFoundError for a missing path and ValueError for a file that is not a
     shared library, was built for another tensorplug ABI (docs/shipping.md, "The ABI
     rule"), or exports no ``__tensorplug_<name>`` function (see :func:`load_library`). ``release_gil`` (default

@@ -8,6 +8,7 @@ Results are cached by a hash of the sources, flags, compiler and tensorplug head
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -44,6 +45,12 @@ def compat_include_dir(name: str = "tvm_ffi") -> str:
     return str(Path(include_dir()) / "compat" / _COMPAT[name][0])
 
 
+def _kernel_version_script() -> str:
+    """The linker version script that keeps C++ standard library symbols out of a kernel
+    library's dynamic symbol table (cmake/kernel_library.map says why)."""
+    return str(Path(cmake_dir()) / "kernel_library.map")
+
+
 def lib_dir() -> str:
     """Directory holding ``libtensorplug.so``."""
     return str(Path(_core.__file__).parent / "lib")
@@ -72,6 +79,15 @@ def _compiler(kind: str) -> str:
     if path is None:
         raise BuildError(f"no {kind} compiler found: '{name}' is not on PATH (set {env})")
     return path
+
+
+def _compiler_identity(path: str) -> str:
+    """The compiler as a build input: its resolved file, size and modification time, so that
+    an upgrade behind the same command (``c++`` -> g++-12 -> g++-13) rebuilds. A stat, not
+    ``--version`` (a process per build call)."""
+    real = Path(path).resolve()
+    st = real.stat()
+    return f"{path}={real}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def _source_kind(path: Path) -> str:
@@ -110,7 +126,10 @@ def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ld
     commands, ``extra_ldflags`` to the link, ``include_dirs`` after the tensorplug headers.
     The library goes to ``build_directory``, by default a directory under
     :func:`cache_dir` named by a hash of the sources, flags, compilers and tensorplug
-    headers: it is rebuilt only when one of them changes. ``verbose`` prints the commands.
+    headers. It is rebuilt when the sources' contents, the flags, the compilers (their
+    files), the tensorplug headers or a header the sources include (system headers aside)
+    changed since it was built, as ``<name>.so.stamp`` beside it records; otherwise the
+    library there is used as it is. ``verbose`` prints the commands.
     ``stub``, a path such as ``"mykernels/__init__.pyi"``, also writes the library's type
     stub there (:func:`tensorplug.stubs.write_stub`: the library is loaded to read its
     signatures; the file is rewritten only when its text changes).
@@ -130,16 +149,25 @@ def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ld
     includes = [include_dir(), *map(str, include_dirs)]
 
     h = hashlib.sha256()
-    for part in (name, _headers_digest(), str(_core.abi_version()), *compilers.values(),
+    version_script = hashlib.sha256(Path(_kernel_version_script()).read_bytes()).hexdigest()
+    for part in (name, _headers_digest(), version_script, str(_core.abi_version()),
+                 *map(_compiler_identity, compilers.values()),
                  *extra_cflags, *extra_cuda_cflags, *extra_ldflags, *includes):
         h.update(part.encode() + b"\0")
     for src in sources:
         h.update(src.name.encode() + b"\0" + src.read_bytes())
-    out_dir = Path(build_directory) if build_directory else cache_dir() / f"{name}_{h.hexdigest()[:16]}"
+    digest = h.hexdigest()
+    out_dir = Path(build_directory) if build_directory else cache_dir() / f"{name}_{digest[:16]}"
     target = out_dir / f"{name}.so"
-    if not target.exists():
-        _compile(name, sources, kinds, compilers, includes, out_dir, target, extra_cflags, extra_cuda_cflags,
-                 extra_ldflags, verbose)
+    # The stamp next to `target` records the digest of the build that made it and of every
+    # header its sources included (the compiler's dependency list, system headers aside): a
+    # build_directory's path does not change with the sources, so the stamp says whether the
+    # library is current.
+    stamp = out_dir / f"{name}.so.stamp"
+    if not (target.exists() and _stamp_current(stamp, digest)):
+        headers = _compile(name, sources, kinds, compilers, includes, out_dir, target, extra_cflags,
+                           extra_cuda_cflags, extra_ldflags, verbose)
+        _write_if_changed(stamp, json.dumps({"digest": digest, "headers": _file_digests(headers)}, indent=1))
     if stub is not None:
         from .stubs import write_stub
 
@@ -147,35 +175,62 @@ def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ld
     return str(target)
 
 
+def _file_digests(paths) -> dict[str, str]:
+    return {str(p): hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in sorted(set(paths))}
+
+
+def _stamp_current(stamp: Path, digest: str) -> bool:
+    """Whether ``stamp`` records the build ``digest`` and headers unchanged since."""
+    try:
+        record = json.loads(stamp.read_text())
+        return record["digest"] == digest and _file_digests(record["headers"]) == record["headers"]
+    except (OSError, ValueError, KeyError, TypeError):  # no stamp, a header gone, a stamp of another format
+        return False
+
+
+def _dependencies(depfile: str, source: Path) -> list[str]:
+    """The headers listed in a make-style dependency file (``-MMD -MF``)."""
+    text = Path(depfile).read_text().replace("\\\n", " ")
+    _, _, deps = text.partition(": ")
+    paths = [d.replace("\\ ", " ") for d in re.split(r"(?<!\\)\s+", deps.strip()) if d]
+    return [str(Path(d).resolve()) for d in paths if Path(d).resolve() != source.resolve()]
+
+
 def _compile(name, sources, kinds, compilers, includes, out_dir, target, extra_cflags, extra_cuda_cflags,
-             extra_ldflags, verbose) -> None:
-    """Compile and link ``sources`` into ``target`` (build()'s work when the cache misses)."""
+             extra_ldflags, verbose) -> list[str]:
+    """Compile and link ``sources`` into ``target`` (build()'s work when the cache misses);
+    returns the headers the sources included."""
     out_dir.mkdir(parents=True, exist_ok=True)
 
     inc_flags = [f"-I{d}" for d in includes]
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-        objects = []
+        objects, headers = [], []
         for i, (src, kind) in enumerate(zip(sources, kinds)):
             obj = os.path.join(tmp, f"{i}_{src.stem}.o")
             if kind == "cuda":
                 cmd = [compilers[kind], "-std=c++17", "-O2", "-Xcompiler", "-fPIC", "-DTENSORPLUG_WITH_CUDA",
                        *inc_flags, *extra_cuda_cflags, "-c", str(src), "-o", obj]
             elif kind == "c":
-                cmd = [compilers[kind], "-std=c11", "-O2", "-fPIC", *inc_flags, *extra_cflags, "-c", str(src),
-                       "-o", obj]
-            else:
-                cmd = [compilers[kind], "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", *inc_flags,
+                cmd = [compilers[kind], "-std=c11", "-O2", "-fPIC", "-fvisibility=hidden", *inc_flags,
                        *extra_cflags, "-c", str(src), "-o", obj]
+            else:
+                cmd = [compilers[kind], "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden",
+                       "-fvisibility-inlines-hidden", *inc_flags, *extra_cflags, "-c", str(src), "-o", obj]
+            depfile = obj + ".d"
+            cmd[-4:-4] = ["-MMD", "-MF", depfile]  # before `-c src -o obj`
             _run(cmd, verbose)
+            headers += _dependencies(depfile, src)
             objects.append(obj)
         linker = compilers.get("c++") or _compiler("c++")
-        ldflags = [f"-L{lib_dir()}", "-ltensorplug", f"-Wl,-rpath,{lib_dir()}"]
+        ldflags = [f"-L{lib_dir()}", "-ltensorplug", f"-Wl,-rpath,{lib_dir()}",
+                   f"-Wl,--version-script={_kernel_version_script()}"]
         if "cuda" in kinds:
             cuda_lib = _cuda_lib_dir(compilers["cuda"])
             ldflags += [f"-L{cuda_lib}", "-lcudart", f"-Wl,-rpath,{cuda_lib}"]
         tmp_target = os.path.join(tmp, f"{name}.so")
         _run([linker, "-shared", "-o", tmp_target, *objects, *ldflags, *extra_ldflags], verbose)
         os.replace(tmp_target, target)  # atomic: concurrent builders see a whole file
+    return headers
 
 
 def _cuda_lib_dir(nvcc: str) -> str:

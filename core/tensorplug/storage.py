@@ -7,13 +7,21 @@ function), a str, an int, a float, a bool or a :class:`tensorplug.Handle` (C cod
 reference to the handle; it reads back as a handle equal to it). Any other Python object is stored as itself
 (C code sees an opaque pointer to it). An opaque pointer stored by C code reads as a
 non-owning :class:`tensorplug.Handle` (its ``address`` is the pointer), a handle stored
-by C code as a :class:`tensorplug.Handle` sharing it. Values are released when replaced, erased, or at process exit. Prefix
+by C code as a :class:`tensorplug.Handle` sharing it. Values are released when replaced, erased, or at interpreter exit (before the static
+destructors of any library). Prefix
 keys with your library's name (``"mylib.cache"``).
 """
 
 from __future__ import annotations
 
+import atexit
+
 from . import _core
+
+# Stored values are destroyed when the interpreter exits, before any C or C++ static
+# destructor runs (C exit handlers run after Python's): a deleter may use a library's
+# static objects, whenever they were constructed.
+atexit.register(_core.storage_exit_cleanup)
 
 _MISSING = object()
 

@@ -51,7 +51,11 @@ PyObject* LoadLibrary(PyObject*, PyObject* args) {
     return nullptr;
   }
   PyObject* names = PyList_New(0);
-  if (names) TPModuleListFunctions(module, Guarded<AppendName>, names);
+  if (names && TPModuleListFunctions(module, Guarded<AppendName>, names) != 0) {
+    Py_DECREF(names);
+    Py_DECREF(capsule);
+    return RaiseFromTPError();
+  }
   return Py_BuildValue("(NN)", capsule, names);
 }
 

@@ -6,6 +6,10 @@
 #include "common.h"
 #include "handle_object.h"
 
+namespace tensorplug::runtime {
+void StorageExitCleanup();  // libtensorplug (runtime/storage.cc)
+}
+
 namespace tensorplug::py {
 
 int MakePythonFunction(PyObject* callable, TPFunctionHandle* out);
@@ -182,7 +186,15 @@ PyObject* Workspace(PyObject*, PyObject* args) {
 
 }  // namespace
 
+// storage_exit_cleanup(): destroy every stored value (Python's atexit runs it, before the
+// static destructors of any library a deleter may use).
+PyObject* StorageExitCleanupPy(PyObject*, PyObject*) {
+  tensorplug::runtime::StorageExitCleanup();
+  Py_RETURN_NONE;
+}
+
 PyMethodDef kStorageMethods[] = {
+    {"storage_exit_cleanup", GuardedMethod<StorageExitCleanupPy>(), METH_NOARGS, "destroy every stored value (exit)"},
     {"storage_set", GuardedMethod<StorageSet>(), METH_VARARGS, "storage_set(key, value)"},
     {"storage_get", GuardedMethod<StorageGet>(), METH_O, "storage_get(key) -> (found, value)"},
     {"storage_erase", GuardedMethod<StorageErase>(), METH_O, "storage_erase(key)"},

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -18,6 +19,7 @@
 
 #include "cuda_driver.h"
 #include "runtime_internal.h"
+#include "tensorplug/caster.h"
 
 using tensorplug::runtime::Fail;
 
@@ -124,7 +126,55 @@ void Preorder(const std::vector<BlobModule>& modules, uint32_t index, std::vecto
 
 }  // namespace
 
-int LoadLibraryBin(void* dl_handle, const std::string& path, std::vector<TPFunctionHandle>* imports) {
+namespace {
+
+// "kernel library '<path>': its embedded module <i> (kind '<kind>')", the start of errors.
+std::string ModuleName(const std::string& path, const ImportedModule& m) {
+  return "kernel library '" + path + "': its embedded module " + std::to_string(m.index) + " (kind '" + m.kind +
+         "')";
+}
+
+// Fail with the pending error's kind and message, prefixed by `context`.
+int FailWithPending(const std::string& context) {
+  const char* kind = "RuntimeError";
+  const char* message = "failed";
+  TPErrorGet(&kind, &message);
+  const std::string k = kind ? kind : "RuntimeError";
+  return Fail(k.c_str(), context + ": " + (message ? message : "failed"));
+}
+
+// Read the module's listing, lookup() -> tuple of str, into m->names.
+int ReadListing(const std::string& path, ImportedModule* m) {
+  TPAny result;
+  if (TPFunctionCall(m->lookup, nullptr, 0, &result) != 0) {
+    return FailWithPending(ModuleName(path, *m) + ": its listing lookup() failed");
+  }
+  if (result.type_index != kTPTuple) {
+    const std::string got = tensorplug::detail::TypeIndexName(result);
+    TPAnyRelease(&result);
+    return Fail("TypeError", ModuleName(path, *m) + ": its listing lookup() returned " + got +
+                                 ", expected a tuple of str");
+  }
+  int rc = 0;
+  for (int32_t i = 0; i < result.v_tuple->size && rc == 0; ++i) {
+    const TPAny& item = result.v_tuple->items[i];
+    if (item.type_index == kTPStr) {
+      m->names.emplace_back(item.v_str->data, item.v_str->size);
+    } else if (item.type_index == kTPRawStr) {
+      m->names.emplace_back(item.v_c_str);
+    } else {
+      rc = Fail("TypeError", ModuleName(path, *m) + ": its listing lookup() returned a tuple whose item " +
+                                 std::to_string(i) + " is " + tensorplug::detail::TypeIndexName(item) +
+                                 ", expected str");
+    }
+  }
+  TPAnyRelease(&result);
+  return rc;
+}
+
+}  // namespace
+
+int LoadLibraryBin(void* dl_handle, const std::string& path, std::vector<ImportedModule>* imports) {
   void* symbol = dlsym(dl_handle, kLibraryBinSymbol);
   if (!symbol) return 0;
   Dl_info info;
@@ -160,53 +210,42 @@ int LoadLibraryBin(void* dl_handle, const std::string& path, std::vector<TPFunct
     int rc = TPFunctionCall(loader, args, 3, &result);
     TPFunctionRelease(loader);
     if (rc != 0) {
-      const char* kind = "RuntimeError";
-      const char* message = "failed";
-      TPErrorGet(&kind, &message);
-      const std::string k = kind;
-      return Fail(k.c_str(), "kernel library '" + path + "': loading its embedded module " + std::to_string(index) +
-                                 " (kind '" + m.kind + "') failed: " + message);
+      return FailWithPending("kernel library '" + path + "': loading its embedded module " + std::to_string(index) +
+                             " (kind '" + m.kind + "') failed");
     }
     if (result.type_index != kTPFunction) {
       TPAnyRelease(&result);
       return Fail("TypeError", "kernel library '" + path + "': " + loader_name +
                                    " returned no function (a module kind's loader returns its lookup function)");
     }
-    imports->push_back(result.v_func);
+    imports->push_back(ImportedModule{result.v_func, m.kind, index, {}});
+    if (ReadListing(path, &imports->back()) != 0) return -1;
   }
   return 0;
 }
 
-int LookupImported(const std::vector<TPFunctionHandle>& imports, const char* name, TPFunctionHandle* out) {
+int LookupImported(const std::vector<ImportedModule>& imports, const std::string& path, const char* name,
+                   TPFunctionHandle* out) {
   *out = nullptr;
-  for (TPFunctionHandle lookup : imports) {
+  // Only the module that lists the name is asked: another module's lookup may refuse names
+  // it does not own (raise, not return None), which must not fail the host.
+  for (const ImportedModule& m : imports) {
+    if (std::find(m.names.begin(), m.names.end(), name) == m.names.end()) continue;
     TPAny arg;
     arg.type_index = kTPRawStr;
     arg.flags = 0;
     arg.v_c_str = name;
     TPAny result;
-    if (TPFunctionCall(lookup, &arg, 1, &result) != 0) return -1;
+    if (TPFunctionCall(m.lookup, &arg, 1, &result) != 0) {
+      return FailWithPending(ModuleName(path, m) + ": looking up its function '" + name + "' failed");
+    }
     if (result.type_index == kTPFunction) {
       *out = result.v_func;
       return 0;
     }
     TPAnyRelease(&result);
-  }
-  return 0;
-}
-
-int ListImported(const std::vector<TPFunctionHandle>& imports, std::vector<std::string>* names) {
-  for (TPFunctionHandle lookup : imports) {
-    TPAny result;
-    if (TPFunctionCall(lookup, nullptr, 0, &result) != 0) return -1;
-    if (result.type_index == kTPTuple) {
-      for (int32_t i = 0; i < result.v_tuple->size; ++i) {
-        const TPAny& item = result.v_tuple->items[i];
-        if (item.type_index == kTPStr) names->emplace_back(item.v_str->data, item.v_str->size);
-        if (item.type_index == kTPRawStr) names->emplace_back(item.v_c_str);
-      }
-    }
-    TPAnyRelease(&result);
+    return Fail("ValueError", ModuleName(path, m) + " lists the function '" + name +
+                                  "', and its lookup returns no function for that name");
   }
   return 0;
 }
@@ -282,8 +321,11 @@ int ModuleLookupCall(void* self, const TPAny* args, int32_t nargs, TPAny* result
   auto module = static_cast<TPModuleHandle>(self);
   if (nargs == 0) {
     std::vector<std::string> names;
-    TPModuleListFunctions(module, [](void* ctx, const char* n) { static_cast<std::vector<std::string>*>(ctx)->push_back(n); },
-                          &names);
+    if (TPModuleListFunctions(
+            module, [](void* ctx, const char* n) { static_cast<std::vector<std::string>*>(ctx)->push_back(n); },
+            &names) != 0) {
+      return -1;
+    }
     TPTuple* tuple = TPTupleCreate(int32_t(names.size()));
     if (!tuple) return Fail("MemoryError", "out of memory");
     for (size_t i = 0; i < names.size(); ++i) {
@@ -374,7 +416,9 @@ int LoadSharedLibrary(void*, const TPAny* args, int32_t nargs, TPAny* result) {
     // The descriptor stays open: dlopen knows a library by its path, and a closed
     // descriptor's number (so its /proc/self/fd path) would be reused by the next one.
     const std::string fd_path = "/proc/self/fd/" + std::to_string(fd);
-    if (TPModuleLoadEx(fd_path.c_str(), TP_MODULE_LOAD_RUNTIME, &module) != 0) {
+    // Errors name the host and the variant, not the descriptor's path.
+    const std::string name = host + " (embedded variant '" + chosen_isa + "')";
+    if (tensorplug::runtime::LoadModuleNamed(fd_path.c_str(), name, TP_MODULE_LOAD_RUNTIME, &module) != 0) {
       close(fd);
       return -1;
     }

@@ -5,11 +5,15 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <string>
 #include <vector>
@@ -91,13 +95,45 @@ bool ReadElfExports(const std::string& path, ElfExports* out, std::string* error
   return false;
 }
 
+// The name dlopen is given: absolute. glibc matches an already-loaded library by the name it
+// was opened with, and searches LD_LIBRARY_PATH for a name without '/': a relative name
+// would find the library of another directory after a chdir, a bare "libk.so" another
+// library than ./libk.so. A relative path is relative to the working directory.
+std::string AbsolutePath(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  std::unique_ptr<char, void (*)(void*)> cwd(getcwd(nullptr, 0), std::free);
+  if (!cwd) return path;
+  return std::string(cwd.get()) + "/" + path;
+}
+
+// Which file each path loaded in this process was: dlopen of a path it has opened returns
+// the library loaded first, so a library rebuilt at the same path must not be taken for
+// the build already running (docs/decisions.md, "A rebuilt library in a running process").
+struct FileIdentity {
+  dev_t device;
+  ino_t inode;
+  off_t size;
+  int64_t mtime_ns;
+  bool operator==(const FileIdentity& o) const {
+    return device == o.device && inode == o.inode && size == o.size && mtime_ns == o.mtime_ns;
+  }
+};
+FileIdentity IdentityOf(const struct stat& st) {
+  return {st.st_dev, st.st_ino, st.st_size, int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+std::mutex g_loaded_mutex;
+std::map<std::string, FileIdentity>& LoadedFiles() {
+  static auto* loaded = new std::map<std::string, FileIdentity>;  // leaked: loads happen until exit
+  return *loaded;
+}
+
 }  // namespace
 
 struct TPModuleObj {
   void* dl_handle = nullptr;
   std::string path;
   std::map<std::string, TPPackedFunc> functions;  // sorted by name
-  std::vector<TPFunctionHandle> imports;  // lookups of embedded modules, in lookup order
+  std::vector<tensorplug::runtime::ImportedModule> imports;  // embedded modules, in lookup order
 };
 
 extern "C" {
@@ -106,25 +142,32 @@ int TPModuleLoad(const char* path, TPModuleHandle* out) { return TPModuleLoadEx(
 
 int TPModuleLoadEx(const char* path, uint32_t flags, TPModuleHandle* out) {
   *out = nullptr;
+  if (!path) return Fail("FileNotFoundError", "no such file: (null)");
+  return tensorplug::runtime::LoadModuleNamed(path, path, flags, out);
+}
+
+}  // extern "C"
+
+int tensorplug::runtime::LoadModuleNamed(const char* path, const std::string& name, uint32_t flags,
+                                         TPModuleHandle* out) {
+  *out = nullptr;
   if (flags & ~(TP_MODULE_LOAD_RUNTIME | TP_MODULE_LOAD_GLOBAL)) {
     return Fail("ValueError", "TPModuleLoadEx: unknown flags " + std::to_string(flags));
   }
   struct stat st;
-  if (!path || stat(path, &st) != 0) {
-    return Fail("FileNotFoundError", std::string("no such file: ") + (path ? path : "(null)"));
-  }
-  if (!S_ISREG(st.st_mode)) return Fail("ValueError", std::string(path) + " is not a file");
+  if (stat(path, &st) != 0) return Fail("FileNotFoundError", "no such file: " + name);
+  if (!S_ISREG(st.st_mode)) return Fail("ValueError", name + " is not a file");
   ElfExports exports;
   std::string elf_error;
   if (!ReadElfExports(path, &exports, &elf_error)) {
-    return Fail("ValueError", std::string(path) + " is not a loadable shared library: " + elf_error);
+    return Fail("ValueError", name + " is not a loadable shared library: " + elf_error);
   }
   if (exports.abi_version != TENSORPLUG_ABI_VERSION) {
     const std::string built_for = exports.has_abi_record
         ? "was built for tensorplug ABI " + std::to_string(exports.abi_version)
         : std::string("has no ABI record (") + kABISymbol + "), so it is taken to be built for tensorplug ABI " +
               std::to_string(exports.abi_version);
-    return Fail("ValueError", "kernel library '" + std::string(path) + "' " + built_for + ", this runtime is ABI " +
+    return Fail("ValueError", "kernel library '" + name + "' " + built_for + ", this runtime is ABI " +
                                   std::to_string(TENSORPLUG_ABI_VERSION) +
                                   ": rebuild it against the headers of the installed tensorplug (tensorplug config "
                                   "--includedir)");
@@ -132,21 +175,40 @@ int TPModuleLoadEx(const char* path, uint32_t flags, TPModuleHandle* out) {
   // Checked before dlopen too: a runtime library passed to load_module by mistake must not
   // register its global functions as a side effect of being refused.
   if (exports.function_names.empty() && !exports.has_library_bin && !(flags & TP_MODULE_LOAD_RUNTIME)) {
-    return Fail("ValueError", std::string(path) + " exports no tensorplug function (no symbol starts with '" +
-                                  kFuncPrefix + "'); a runtime library that only registers global functions "
-                                  "loads with tensorplug.load_library");
+    return Fail("ValueError", name + " exports no tensorplug function (no symbol starts with '" + kFuncPrefix +
+                                  "'); a runtime library that only registers global functions loads with "
+                                  "tensorplug.load_library");
+  }
+  const std::string absolute = AbsolutePath(path);
+  const FileIdentity identity = IdentityOf(st);
+  // Not held across dlopen: a library's static initializers may load libraries.
+  std::unique_lock<std::mutex> lock(g_loaded_mutex);
+  auto loaded = LoadedFiles().find(absolute);
+  const bool changed = loaded != LoadedFiles().end() && !(loaded->second == identity);
+  lock.unlock();
+  if (changed) {
+    return Fail("RuntimeError",
+                "kernel library '" + name + "' changed on disk since this process loaded it: a process runs the "
+                "build of a path it loaded first (the dynamic loader returns that one), so load the new build in a "
+                "new process, or build it at another path (tensorplug.cpp.build without build_directory puts each "
+                "build in a directory named by its contents)");
   }
   // RTLD_NODELETE: tensors and functions made by the library may outlive its module.
   const int visibility = (flags & TP_MODULE_LOAD_GLOBAL) ? RTLD_GLOBAL : RTLD_LOCAL;
-  void* handle = dlopen(path, RTLD_NOW | visibility | RTLD_NODELETE);
+  void* handle = dlopen(absolute.c_str(), RTLD_NOW | visibility | RTLD_NODELETE);
   if (!handle) {
-    const char* why = dlerror();
-    return Fail("ValueError", std::string("cannot load ") + path + ": " + (why ? why : "dlopen failed"));
+    std::string why = dlerror() ?: "dlopen failed";
+    // dlerror names the file by the name dlopen got; an embedded variant's means nothing.
+    if (name != path && why.compare(0, absolute.size(), absolute) == 0) why.replace(0, absolute.size(), name);
+    return Fail("ValueError", "cannot load " + name + ": " + why);
   }
+  lock.lock();
+  LoadedFiles().emplace(absolute, identity);  // the first load of a path stays its record
+  lock.unlock();
   auto* module = new (std::nothrow) TPModuleObj;
   if (!module) return Fail("MemoryError", "out of memory");
   module->dl_handle = handle;
-  module->path = path;
+  module->path = name;
   for (const std::string& name : exports.function_names) {
     void* sym = dlsym(handle, (kFuncPrefix + name).c_str());
     if (sym) module->functions.emplace(name, reinterpret_cast<TPPackedFunc>(sym));
@@ -159,9 +221,11 @@ int TPModuleLoadEx(const char* path, uint32_t flags, TPModuleHandle* out) {
   return 0;
 }
 
+extern "C" {
+
 void TPModuleRelease(TPModuleHandle module) {
   if (!module) return;
-  for (TPFunctionHandle lookup : module->imports) TPFunctionRelease(lookup);
+  for (const auto& imported : module->imports) TPFunctionRelease(imported.lookup);
   dlclose(module->dl_handle);  // with RTLD_NODELETE the code stays mapped
   delete module;
 }
@@ -169,7 +233,9 @@ void TPModuleRelease(TPModuleHandle module) {
 int TPModuleGetFunction(TPModuleHandle module, const char* name, TPFunctionHandle* out) {
   *out = nullptr;
   auto it = module->functions.find(name);
-  if (it == module->functions.end()) return tensorplug::runtime::LookupImported(module->imports, name, out);
+  if (it == module->functions.end()) {
+    return tensorplug::runtime::LookupImported(module->imports, module->path, name, out);
+  }
   using SigFn = const char* (*)(void);
   auto sig_fn = reinterpret_cast<SigFn>(dlsym(module->dl_handle, (std::string(kSigPrefix) + name).c_str()));
   const char* signature = sig_fn ? sig_fn() : nullptr;
@@ -182,11 +248,11 @@ int TPModuleListFunctions(TPModuleHandle module, void (*visit)(void*, const char
     for (const auto& entry : module->functions) visit(ctx, entry.first.c_str());
     return 0;
   }
-  std::vector<std::string> imported;
-  if (tensorplug::runtime::ListImported(module->imports, &imported) != 0) return -1;
   std::map<std::string, bool> names;  // sorted, each once (a host export shadows an import)
   for (const auto& entry : module->functions) names.emplace(entry.first, true);
-  for (const auto& name : imported) names.emplace(name, true);
+  for (const auto& imported : module->imports) {
+    for (const auto& name : imported.names) names.emplace(name, true);
+  }
   for (const auto& entry : names) visit(ctx, entry.first.c_str());
   return 0;
 }

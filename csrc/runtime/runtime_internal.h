@@ -13,13 +13,33 @@ inline int Fail(const char* kind, const std::string& message) {
   return -1;
 }
 
+// ---- provider storage (storage.cc) ----
+// Destroy every stored value now; values stored later are destroyed at once. Exported from
+// libtensorplug for the Python extension, which runs it from Python's atexit.
+TP_EXPORT void StorageExitCleanup();
+
+// ---- loading (module.cc) ----
+// TPModuleLoadEx of `path`, with `name` standing for the library in errors and as its
+// module's path (an embedded variant is loaded from /proc/self/fd/N, a name that means
+// nothing to a user).
+int LoadModuleNamed(const char* path, const std::string& name, uint32_t flags, TPModuleHandle* out);
+
 // ---- the embedded library binary (library_bin.cc) ----
 constexpr char kLibraryBinSymbol[] = "__tensorplug__library_bin";
-// Load the modules embedded in a just-opened host library (none: nothing happens); their
-// lookup functions are appended to *imports in lookup order (new references).
-int LoadLibraryBin(void* dl_handle, const std::string& path, std::vector<TPFunctionHandle>* imports);
-// The first imported function named `name` (*out NULL when none has it).
-int LookupImported(const std::vector<TPFunctionHandle>& imports, const char* name, TPFunctionHandle* out);
-// Append the names every import lists.
-int ListImported(const std::vector<TPFunctionHandle>& imports, std::vector<std::string>* names);
+// A module embedded in a host library, as loaded.
+struct ImportedModule {
+  TPFunctionHandle lookup;         // owned: lookup(name) -> function | None, lookup() -> names
+  std::string kind;                // its `load_from_bytes.<kind>`
+  uint32_t index;                  // its place in the blob (module 0 is the host)
+  std::vector<std::string> names;  // what its listing returned at load
+};
+// Load the modules embedded in a just-opened host library (none: nothing happens), in
+// lookup order; each module's listing is read once here, and a listing that fails or is
+// not a tuple of names fails the load, naming the kind and the library.
+int LoadLibraryBin(void* dl_handle, const std::string& path, std::vector<ImportedModule>* imports);
+// The function `name` of the first import that lists it (*out NULL when none lists it);
+// a lookup that fails, or finds nothing for a name its module lists, is an error naming
+// the library, the module and its kind.
+int LookupImported(const std::vector<ImportedModule>& imports, const std::string& path, const char* name,
+                   TPFunctionHandle* out);
 }  // namespace tensorplug::runtime

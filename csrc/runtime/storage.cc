@@ -1,11 +1,14 @@
 // Provider storage: typed values under string keys (tensor, function, string, number,
 // opaque pointer with a deleter), an atomic get-or-create, and per-device workspaces.
 //
-// Lifetime: values are destroyed when replaced, erased, or at process exit. The exit
-// cleanup is an atexit handler registered again whenever a shared library was loaded since
-// the last registration (glibc's dlpi_adds counts loads): handlers run in reverse order of
-// registration, and a library's static destructors were registered when it was loaded, so
-// a stored value's deleter runs while the library that defines it is still whole.
+// Lifetime: values are destroyed when replaced, erased, or at process exit. Under Python the
+// exit cleanup runs from Python's atexit (tensorplug/storage.py calls StorageExitCleanup),
+// which runs before any C or C++ exit handler, so every static object a deleter uses is
+// still whole, whenever it was constructed. Without Python it is a C atexit handler
+// registered again whenever a shared library was loaded since the last registration
+// (glibc's dlpi_adds counts loads): handlers run in reverse order of registration, so it
+// runs before the destructors of the static objects that existed at the last store after a
+// load, and after those of statics constructed later (docs/cpp.md says so).
 #include <dlfcn.h>
 #include <link.h>
 
@@ -91,6 +94,12 @@ void CleanupAtExit() {
   }
   for (auto& item : entries) Destroy(&item.second);
 }
+
+}  // namespace
+
+void tensorplug::runtime::StorageExitCleanup() { CleanupAtExit(); }
+
+namespace {
 
 int ReadAdds(struct dl_phdr_info* info, size_t, void* out) {
   *static_cast<unsigned long long*>(out) = info->dlpi_adds;

@@ -114,8 +114,15 @@ MUTATIONS = [
              ("tests/test_bad_input.py", "-k", "conjugate"), "torch conjugate views pass silently"),
     # ---- lifetime -------------------------------------------------------------------------
     Mutation("library-unloaded-under-its-tensors", "csrc/runtime/module.cc",
-             "dlopen(path, RTLD_NOW | visibility | RTLD_NODELETE)", "dlopen(path, RTLD_NOW | visibility)",
+             "dlopen(absolute.c_str(), RTLD_NOW | visibility | RTLD_NODELETE)",
+             "dlopen(absolute.c_str(), RTLD_NOW | visibility)",
              ("tests/test_lifetime.py",), "a library's code is unmapped while its tensors live"),
+    Mutation("rebuilt-library-runs-the-first-build", "csrc/runtime/module.cc",
+             "  if (changed) {\n", "  if (false) {\n",
+             ("tests/test_loader.py", "-k", "rebuilt"), "a library rebuilt at a loaded path silently runs the old code"),
+    Mutation("bare-name-searched-on-library-path", "csrc/runtime/module.cc",
+             "dlopen(absolute.c_str(), RTLD_NOW", "dlopen(path, RTLD_NOW",
+             ("tests/test_loader.py", "-k", "relative"), "load_module('libk.so') finds a library on LD_LIBRARY_PATH"),
     # ---- handles --------------------------------------------------------------------------
     Mutation("handle-type-unchecked", ARGUMENTS,
              "  if (!type || want != type) {\n", "  if (false) {\n",

@@ -1,10 +1,19 @@
 /*
  * <tvm/ffi/container/dict.h> is not part of tensorplug's tvm-ffi compatibility layer: Map/Dict, List,
- * Variant, Object and reflection, and Module are out of its scope. docs/migration.md
+ * Variant, Object and reflection, and Module are out of its scope. Its names are declared so
+ * that a source including it compiles; using one fails with a message (tensorplug_not_provided.h). docs/migration.md
  * ("Not supported") shows the tensorplug way to do the same (a closure as a Function for a
  * stateful runner, TENSORPLUG_REGISTER_GLOBAL, Storage, separate arguments for a map).
  */
 #ifndef TENSORPLUG_COMPAT_TVM_FFI_CONTAINER_DICT_H_
 #define TENSORPLUG_COMPAT_TVM_FFI_CONTAINER_DICT_H_
-#error "tvm/ffi/container/dict.h is not provided by tensorplug's tvm-ffi compatibility layer; see docs/migration.md (Not supported)"
-#endif
+
+#include <tvm/ffi/tensorplug_not_provided.h>
+
+namespace tvm {
+namespace ffi {
+TENSORPLUG_COMPAT_NOT_PROVIDED_TEMPLATE(Dict, "tvm::ffi::Dict", "container/dict.h");
+}  // namespace ffi
+}  // namespace tvm
+
+#endif  // TENSORPLUG_COMPAT_TVM_FFI_CONTAINER_DICT_H_
