@@ -14,6 +14,7 @@ from ._module import load_library, load_module_from_package
 from ._registry import (AdapterInfo, AdapterRecord, ExchangeTable, adapters, output_table, register_adapter,
                         unregister_adapter)
 from ._types import Device
+from .gradients import backward
 from .hookspecs import hookimpl
 from .ops import Op, get_op, op
 from .shapes import Output, TensorSpec, like
@@ -80,7 +81,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "AdapterInfo", "AdapterRecord", "Device", "ExchangeTable", "Function", "Handle", "Module", "Op", "Output", "Tensor",
-    "TensorSpec", "adapters", "cpp", "empty", "exchange", "from_dlpack", "get_global_func", "get_op",
+    "TensorSpec", "adapters", "backward", "cpp", "empty", "exchange", "from_dlpack", "get_global_func", "get_op",
     "get_raw_stream", "hookimpl", "like", "list_global_func_names", "load_library", "load_module",
     "load_module_from_package", "op", "output_framework", "output_table", "register_adapter",
     "register_global_func", "remove_global_func", "storage", "unregister_adapter", "use_raw_stream", "use_stream",
