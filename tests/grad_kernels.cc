@@ -166,10 +166,10 @@ tp::Tensor ShortBackward(tp::TensorView grad, tp::TensorView x) {
   return gx;
 }
 
-// A float32 gradient, whatever x's dtype.
-tp::Tensor Float32Backward(tp::TensorView grad, tp::TensorView x) {
-  tp::Tensor gx = tp::Tensor::FromEnvAlloc(x.shape(), tp::kFloat32, x.device());
-  float* po = gx.mutable_data_ptr<float>();
+// An int32 gradient, whatever x's dtype.
+tp::Tensor Int32Backward(tp::TensorView grad, tp::TensorView x) {
+  tp::Tensor gx = tp::Tensor::FromEnvAlloc(x.shape(), tp::kInt32, x.device());
+  int32_t* po = gx.mutable_data_ptr<int32_t>();
   for (int64_t i = 0; i < gx.numel(); ++i) po[i] = 1;
   return gx;
 }
@@ -197,5 +197,5 @@ TENSORPLUG_EXPORT(exp_backward, ExpBackward, "grad", "y");
 TENSORPLUG_EXPORT(scale_by, ScaleBy, "x", "w", "alpha");
 TENSORPLUG_EXPORT(scale_by_backward, ScaleByBackward, "grad", "x", "w", "alpha");
 TENSORPLUG_EXPORT(short_backward, ShortBackward, "grad", "x");
-TENSORPLUG_EXPORT(float32_backward, Float32Backward, "grad", "x");
+TENSORPLUG_EXPORT(int32_backward, Int32Backward, "grad", "x");
 TENSORPLUG_EXPORT(twice_into, TwiceInto, "x", "out");

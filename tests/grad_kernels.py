@@ -7,7 +7,7 @@ backwards, in the namespace ``tpgrad`` (op names are process-wide), for tests/te
 - ``exp(x)``: the backward reads the saved result (``saves=("result",)``);
 - ``scale_by(x, w, alpha)``: differentiable in ``x`` only, a scalar saved;
 - ``plain_square(x)``: no backward;
-- ``short(x)``, ``float32_grad(x)``: backwards returning a gradient of the wrong shape, dtype;
+- ``short(x)``, ``int32_grad(x)``: backwards returning a gradient of the wrong shape, dtype;
 - ``twice_into(x, out)``: writes ``out`` (no backward can be declared).
 """
 
@@ -45,7 +45,7 @@ def ops() -> SimpleNamespace:
         plain_square=op("tpgrad::plain_square", mod.square, returns=like("x")),
         short=op("tpgrad::short", mod.square, returns=like("x"),
                  backward=backward(mod.short_backward, saves=("x",), differentiable=("x",))),
-        float32_grad=op("tpgrad::float32_grad", mod.square, returns=like("x"),
-                        backward=backward(mod.float32_backward, saves=("x",), differentiable=("x",))),
+        int32_grad=op("tpgrad::int32_grad", mod.square, returns=like("x"),
+                      backward=backward(mod.int32_backward, saves=("x",), differentiable=("x",))),
         twice_into=op("tpgrad::twice_into", mod.twice_into),
     )

@@ -223,6 +223,10 @@ class BoundBackward:
 
 def no_backward_message(op) -> str:
     """The error for a gradient asked through ``op``, which declares no backward."""
+    if op.written:
+        return (f"{op.name} writes {', '.join(repr(w) for w in op.written)} in place and has no gradient (an op "
+                "that writes arguments cannot declare a backward): declare the functional form (a kernel that "
+                "returns its result) with a backward (docs/compilers.md, Gradients)")
     return (f"{op.name} has no backward: declare one with tensorplug.op({op.name!r}, ..., "
             "backward=tensorplug.backward(<backward kernel>, saves=(...), differentiable=(...))) "
             "(docs/compilers.md, Gradients)")

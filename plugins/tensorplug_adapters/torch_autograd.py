@@ -86,9 +86,7 @@ def _no_backward(op):
 
 def _refuse_grad_of_written(torch, op):
     tensors = [i for i, p in enumerate(op.params) if p.is_tensor]
-    message = (f"{op.name} writes {', '.join(repr(w) for w in op.written)} in place and has no gradient (an op that "
-               "writes arguments cannot declare a backward): call it under torch.no_grad(), or on tensors that "
-               "do not require grad, or declare the functional form with a backward (docs/compilers.md, Gradients)")
+    message = f"{no_backward_message(op)}; or call it under torch.no_grad(), on tensors that do not require grad"
     below_autograd = torch._C._after_autograd_keyset
     overload = None
 
