@@ -1,7 +1,8 @@
 """torch's side of an op's declared backward (:mod:`tensorplug.gradients`): the autograd
 formula of each ``torch.library`` custom op, registered with the op (``torch_compile``).
 
-- An op with a backward gets ``torch.library.register_autograd`` with a ``setup_context``
+- An op with a backward gets an autograd formula (``_autograd_kernel``, what
+  ``torch.library.register_autograd`` makes, leaner) with a ``setup_context``
   that keeps what the declaration ``saves`` (tensors through ``ctx.save_for_backward``,
   scalars on ``ctx``) and a backward that calls the backward op (itself a torch custom op,
   so a backward with a backward of its own gives second derivatives, and
@@ -14,9 +15,9 @@ formula of each ``torch.library`` custom op, registered with the op (``torch_com
   with grad mode on and a tensor argument requiring grad, naming the op: a gradient through
   its in-place write would be silently wrong.
 
-torch's formula machinery is Python (``register_autograd``): calls with tensors that
-require no grad, or under ``torch.no_grad()``, pass below autograd at once, but every
-eager call pays the Python kernel (docs/decisions.md has the number).
+The Autograd kernel is Python (torch has no other way to add one without a C++ build):
+calls with tensors that require no grad, or under ``torch.no_grad()``, pass below autograd
+at once, but every eager call pays one Python kernel (docs/decisions.md has the number).
 """
 
 from __future__ import annotations
@@ -26,14 +27,49 @@ from tensorplug.shapes import dtype_name
 
 
 def register(torch, op, lib) -> None:
-    """Register the autograd formula of ``op`` (already defined in ``lib``)."""
+    """Register the autograd kernel of ``op`` (already defined in ``lib``)."""
     if op.written:
         lib.impl(op.opname, _refuse_grad_of_written(torch, op), "Autograd", with_keyset=True)
-    elif op.backward is None:
-        torch.library.register_autograd(op.name, _no_backward(op), lib=lib)
+        return
+    if op.backward is None:
+        setup_context, backward = _no_context, _no_backward(op)
     else:
         setup_context, backward = _formula(op)
-        torch.library.register_autograd(op.name, backward, setup_context=setup_context, lib=lib)
+    lib.impl(op.opname, _autograd_kernel(torch, op, setup_context, backward), "Autograd", with_keyset=True)
+
+
+def _autograd_kernel(torch, op, setup_context, backward):
+    """The op's Autograd kernel: below autograd at once unless grad mode is on and a tensor
+    argument requires grad, else through a ``torch.autograd.Function`` whose forward calls
+    the op again (grad mode is off there: it goes below autograd). The kernel
+    ``torch.library.register_autograd`` makes does the same with more Python per call
+    (about 17 us against 5 us on an eager call that needs no gradient, docs/decisions.md)."""
+    overload = None
+    below_autograd = torch._C._after_autograd_keyset
+    any_requires_grad = torch._C._any_requires_grad
+    is_grad_enabled = torch.is_grad_enabled
+
+    def forward(*args):
+        return overload(*args)
+
+    formula = type(f"{op.namespace}_{op.opname}_formula", (torch.autograd.Function,),
+                   {"forward": staticmethod(forward), "setup_context": staticmethod(setup_context),
+                    "backward": staticmethod(backward)})
+
+    def autograd(keyset, *args):
+        nonlocal overload
+        if overload is None:
+            overload = getattr(getattr(torch.ops, op.namespace), op.opname).default
+        if is_grad_enabled() and any_requires_grad(*args):
+            return formula.apply(*args)
+        return overload.redispatch(keyset & below_autograd, *args)
+
+    autograd.__name__ = f"{op.opname}_autograd"
+    return autograd
+
+
+def _no_context(ctx, inputs, output):
+    return None
 
 
 def _formula(op):
