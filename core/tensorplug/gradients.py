@@ -26,7 +26,7 @@ An op that writes arguments (``mview``, ``writes=``) cannot declare a backward: 
 written tensors change in place, which autograd of neither torch nor jax can see through
 a custom operator; declare the functional form (a kernel returning its result) instead.
 
-Pure Python; no framework is imported here. Adapters read :attr:`Op.backward` (a
+Pure Python; no framework is imported here. Adapters read ``Op.backward`` (a
 :class:`BoundBackward`, or None) and implement the formula their framework needs
 (``torch_compile``: ``torch.library.register_autograd``; ``jax_ops``: ``jax.custom_vjp``),
 checking each gradient with :meth:`BoundBackward.check_gradient`.
