@@ -41,13 +41,13 @@ class GradJaxOp:
         self.__name__ = op.opname
         self.__doc__ = op.__doc__
         # Parameters whose values are arrays (or lists of arrays): the custom_vjp's argument.
-        self._arrays = tuple(p.name for p in op.params if p.is_tensor or p.is_tensor_list)
+        self.array_params = tuple(p.name for p in op.params if p.is_tensor or p.is_tensor_list)
 
     def __call__(self, *args, **kwargs):
         jax = _jax()
         op, forward = self.op, self.forward
         bound = op.bind(args, kwargs)
-        arrays = {name: bound.pop(name) for name in self._arrays if bound.get(name) is not None}
+        arrays = {name: bound.pop(name) for name in self.array_params if bound.get(name) is not None}
         static = bound  # scalars and int lists: XLA attributes, Python values
         declared = op.backward
         # What each gradient must be: its parameter's shape and dtype (per batch element under vmap).

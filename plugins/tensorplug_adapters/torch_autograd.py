@@ -44,9 +44,12 @@ def _autograd_kernel(torch, op, setup_context, backward):
     the op again (grad mode is off there: it goes below autograd). The kernel
     ``torch.library.register_autograd`` makes does the same with more Python per call
     (about 17 us against 5 us on an eager call that needs no gradient, docs/decisions.md)."""
+    # torch's own (internal in torch 2.13, used by register_autograd's kernel too): the keys
+    # below autograd, for the redispatch, and the C check of requires_grad over arguments.
+    from torch._C import _after_autograd_keyset as below_autograd
+    from torch._C import _any_requires_grad as any_requires_grad
+
     overload = None
-    below_autograd = torch._C._after_autograd_keyset
-    any_requires_grad = torch._C._any_requires_grad
     is_grad_enabled = torch.is_grad_enabled
 
     def forward(*args):
@@ -123,7 +126,8 @@ def _no_backward(op):
 def _refuse_grad_of_written(torch, op):
     tensors = [i for i, p in enumerate(op.params) if p.is_tensor]
     message = f"{no_backward_message(op)}; or call it under torch.no_grad(), on tensors that do not require grad"
-    below_autograd = torch._C._after_autograd_keyset
+    from torch._C import _after_autograd_keyset as below_autograd
+
     overload = None
 
     def autograd(keyset, *args):
