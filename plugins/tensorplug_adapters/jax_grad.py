@@ -46,6 +46,8 @@ class GradJaxOp:
     def __call__(self, *args, **kwargs):
         jax = _jax()
         op, forward = self.op, self.forward
+        if not op.n_outputs and not op.written:
+            return forward(*args, **kwargs)  # no result: nothing to differentiate
         bound = op.bind(args, kwargs)
         arrays = {name: bound.pop(name) for name in self.array_params if bound.get(name) is not None}
         static = bound  # scalars and int lists: XLA attributes, Python values
