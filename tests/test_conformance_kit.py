@@ -433,7 +433,7 @@ def test_the_kit_checks_device_rules_with_the_fake_gpu(pytester):
     report = capability_report(stdout)
     assert report["fakegpu"] == {**dict.fromkeys(["exchange", "dtypes", "layouts", "read-only", "stream", "allocator",
                                                   "output", "errors", "mixed", "lists", "ints"], "passed"),
-                                 "compiler": "not provided"}
+                                 "compiler": "not provided", "gradients": "not provided"}
     for check in ("test_cuda_tensors_are_exchanged_in_place_on_cuda[fakegpu]",
                   "test_kernels_see_the_frameworks_stream_on_cuda[fakegpu]",
                   "test_stream_and_allocator_state_survive_every_call[fakegpu-cuda]",
@@ -442,7 +442,10 @@ def test_the_kit_checks_device_rules_with_the_fake_gpu(pytester):
                   "test_int_arrays_on_cuda_are_refused[fakegpu]"):
         assert any(check in line and "PASSED" in line for line in stdout.splitlines()), check
     # The skips: numpy (the second tensor of numpy-fakegpu's "first CUDA tensor" check) has no
-    # CUDA, and the fake adapter implements no compiler hook (its two checks).
+    # CUDA, and the fake adapter implements no compiler hook (the compiler's two checks and
+    # the gradients' three).
     skips = sorted(line.split(": ", 1)[1] for line in stdout.splitlines() if line.startswith("SKIPPED"))
-    assert skips == ["no CUDA device", "not provided"], skips
-    assert any(line.startswith("SKIPPED [2]") and line.endswith("not provided") for line in stdout.splitlines())
+    assert skips == ["no CUDA device", "not provided", "not provided"], skips
+    not_provided = sorted(line.split(" ", 2)[1] for line in stdout.splitlines()
+                          if line.startswith("SKIPPED") and line.endswith("not provided"))
+    assert not_provided == ["[2]", "[3]"], not_provided

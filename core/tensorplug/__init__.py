@@ -15,6 +15,7 @@ from ._native import function_from_pointer
 from ._registry import (AdapterInfo, AdapterRecord, ExchangeTable, adapters, output_table, register_adapter,
                         unregister_adapter)
 from ._types import Device
+from .gradients import backward
 from .hookspecs import hookimpl
 from .ops import Op, get_op, op
 from .shapes import Output, TensorSpec, like
@@ -82,8 +83,9 @@ def __getattr__(name: str):
 
 __all__ = [
     "AdapterInfo", "AdapterRecord", "Device", "ExchangeTable", "Function", "Handle", "Module", "Op", "Output", "Tensor",
-    "TensorSpec", "adapters", "cpp", "empty", "exchange", "from_dlpack", "function_from_pointer", "get_global_func",
-    "get_op", "get_raw_stream", "hookimpl", "hub", "like", "list_global_func_names", "load_library", "load_module",
+    "TensorSpec", "adapters", "backward", "cpp", "empty", "exchange", "from_dlpack", "function_from_pointer",
+    "get_global_func", "get_op", "get_raw_stream", "hookimpl", "hub", "like", "list_global_func_names", "load_library",
+    "load_module",
     "load_module_from_package", "op", "output_framework", "output_table", "register_adapter",
     "register_global_func", "remove_global_func", "storage", "unregister_adapter", "use_raw_stream", "use_stream",
 ]

@@ -67,6 +67,11 @@ def tensorplug_op_declared(op):
     ``tensorplug_op_impl`` is first asked for one of the framework's types. Raise only for
     an op the framework cannot express (the error reaches the caller of
     :func:`tensorplug.op`).
+
+    An adapter whose framework differentiates also derives the op's gradient here (or in
+    the callable of ``tensorplug_op_impl``) from ``op.backward``, the declared backward
+    (:class:`tensorplug.gradients.BoundBackward`, or None: a gradient through the op is an
+    error naming it, :func:`tensorplug.gradients.no_backward_message`).
     """
 
 

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from . import _core
 from ._registry import registry
+from .gradients import Backward, BoundBackward
 from .shapes import RuleError, TensorSpec, compile_returns
 
 # The signature kinds (csrc/include/tensorplug/vocabulary.h) as an op sees them: each
@@ -84,7 +85,8 @@ class Op:
     ``function`` (the :class:`tensorplug.Function`), ``params`` (:class:`~tensorplug.ops.Param` tuple),
     ``result`` (the signature's result kind: ``"void"``, ``"tensor"`` or ``"tuple"``),
     ``written`` (names of the tensor parameters the kernel writes), ``n_outputs`` (the
-    number of tensors returned; 0 for destination-passing kernels), and the methods
+    number of tensors returned; 0 for destination-passing kernels), ``backward`` (a
+    :class:`tensorplug.gradients.BoundBackward`, or None: no gradient), and the methods
     :meth:`tensorplug.Op.bind` and :meth:`tensorplug.Op.output_specs`.
     """
 
@@ -145,6 +147,8 @@ class Op:
         self.__doc__ = f"Operator {name} calling kernel function {function.__name__}{self.__signature__}{writes_doc}."
         self._rule = rule
         self._impls: dict[type, Any] = {}
+        # The backward (a tensorplug.gradients.BoundBackward), set by tensorplug.op.
+        self.backward: BoundBackward | None = None
 
     # ------------------------------------------------------------------------ calls ----
     def __call__(self, *args, **kwargs):
@@ -265,7 +269,7 @@ _ops: dict[str, Op] = {}
 _ops_lock = threading.Lock()
 
 
-def op(name: str, function, *, returns=None, writes=()) -> Op:
+def op(name: str, function, *, returns=None, writes=(), backward=None) -> Op:
     """Declare the kernel ``function`` as the operator ``name`` (``"namespace::name"``) of
     every framework with a graph compiler, and return it as an :class:`tensorplug.Op`.
 
@@ -280,18 +284,28 @@ def op(name: str, function, *, returns=None, writes=()) -> Op:
     ``view``, a kernel of the tvm-ffi compatibility layer) it names the view parameters the
     kernel writes in place.
 
+    ``backward``: the op's backward, ``tensorplug.backward(kernel_or_op, saves=...,
+    differentiable=...)`` (see :mod:`tensorplug.gradients`), from which each adapter derives
+    its framework's gradient; an op without one raises, naming it, when a gradient is asked
+    through it. Refused for an op that writes arguments.
+
     Each adapter is told about the op (hook ``tensorplug_op_declared``): the torch adapter
     registers ``torch.ops.<namespace>.<name>`` at once when torch is imported, else when
     the op is first called with torch tensors. ValueError when the name is taken, the
     signature has kinds no compiler can trace (func, any), or a rule does not fit.
     """
     made = Op(name, function, returns=returns, writes=writes)
+    if backward is not None and not isinstance(backward, Backward):
+        raise TypeError(f"tensorplug.op({name!r}) argument 'backward': expected tensorplug.backward(...), got "
+                        f"{type(backward).__name__}")
     with _ops_lock:
         if name in _ops:
             raise ValueError(f"tensorplug.op: an op named {name!r} is already declared "
                              f"(for function {_ops[name].function.__name__!r}); op names are process-wide")
         _ops[name] = made
     try:
+        if backward is not None:
+            made.backward = BoundBackward(made, backward)
         registry.op_declared(made)
         for arg_type in _SCALAR_TYPES:
             made.resolve(arg_type)

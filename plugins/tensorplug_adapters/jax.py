@@ -4,7 +4,7 @@ jax arrays are immutable, so they enter kernels flagged read-only and results co
 as new ``jax.Array`` objects. A traced value inside ``jax.jit`` has no data to hand over:
 passing one to a plain function raises TypeError saying so; a function declared with
 ``tensorplug.op`` is an XLA custom call instead (``jax_ops``), usable inside ``jax.jit``,
-``vmap`` and ``grad`` (with a ``custom_vjp``).
+``vmap`` and ``grad`` (its declared backward, ``jax_grad``).
 """
 
 from __future__ import annotations
@@ -95,10 +95,11 @@ def tensorplug_op_impl(op, arg_type):
     jax = sys.modules.get("jax")
     if jax is None or not issubclass(arg_type, (jax.Array, jax.core.Tracer)):
         return None
-    from . import jax_ops
+    from . import jax_grad, jax_ops
 
     if not op.written and not issubclass(arg_type, jax.core.Tracer):
         # Concrete arrays and a kernel that writes none of them: the direct call (as for a
         # plain function) is the fastest, and gives what the XLA custom call would.
         return None
-    return jax_ops.JaxOp(op)
+    # The custom call inside a custom_vjp whose rules come from the op's declared backward.
+    return jax_grad.GradJaxOp(op, jax_ops.JaxOp(op))

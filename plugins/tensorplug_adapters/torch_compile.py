@@ -8,8 +8,8 @@ of tensors (views) ``Tensor[]``, int lists ``SymInt[]``, each with ``?`` when op
 ``torch.export`` and ``functionalize`` trace the op as one node; its real implementation
 calls the kernel. An op that writes arguments also gets a ``Functionalize`` kernel and
 an overload ``<name>.functionalizable`` for it (:func:`_functionalize`), so that
-``torch.func.functionalize`` takes it too. Users attach a backward with
-``torch.library.register_autograd(op.name, ...)``, as for any custom op.
+``torch.func.functionalize`` takes it too. The autograd formula comes from the op's
+declared backward (``torch_autograd``).
 
 Registration happens when the op is declared if torch is imported, else right after torch
 is imported (a ``sys.meta_path`` finder that watches for the one name ``torch`` while ops
@@ -26,6 +26,8 @@ from importlib.abc import MetaPathFinder
 
 from tensorplug import Device, TensorSpec, output_framework
 from tensorplug.shapes import dtype_name
+
+from . import torch_autograd
 
 _SCHEMA_TYPES = {"view": "Tensor", "tensor": "Tensor", "mview": "Tensor", "int": "SymInt", "float": "float",
                  "bool": "bool", "str": "str", "device": "Device", "dtype": "ScalarType", "views": "Tensor[]",
@@ -106,6 +108,7 @@ def _register(torch, op) -> None:
         torch.library.register_fake(f"{op.name}.{FUNCTIONALIZABLE}", fake, lib=lib)
         lib.impl(op.opname, _functionalize(torch, op, getattr(packet, FUNCTIONALIZABLE)), "Functionalize")
     _overloads[op.name] = packet.default
+    torch_autograd.register(torch, op, lib)  # the gradient from the op's declared backward
     # Every type a traced call can show for a torch argument, resolved now.
     for arg_type in (torch.Tensor, torch.nn.Parameter, torch.SymInt, torch.SymFloat, torch.SymBool,
                      torch.device, torch.dtype):

@@ -46,6 +46,7 @@ __all__ = ["CAPABILITIES", "DTYPES", "KERNELS_SOURCE", "NEGATIVE_STRIDES", "NEVE
 KERNELS_SOURCE = Path(__file__).with_name("kernels.cc")
 
 pytest.register_assert_rewrite("tensorplug.testing.conformance", "tensorplug.testing.conformance_lists",
+                               "tensorplug.testing.conformance_gradients",
                                "tensorplug.testing.checks")
 
 _frameworks_key = pytest.StashKey[dict]()

@@ -15,7 +15,7 @@ never touch the data and skip with "no CUDA device" where there is none.
 Over 500 lines: the kit is one module so that ``--pyargs tensorplug.testing.conformance``
 collects every capability with one name; the newer capabilities live in modules of their
 own, imported here (``conformance_compiler``: "compiler"; ``conformance_lists``: "lists"
-and "ints"), and the helpers they share in ``checks``.
+and "ints"; ``conformance_gradients``: "gradients"), and the helpers they share in ``checks``.
 """
 
 from __future__ import annotations
@@ -35,9 +35,11 @@ from tensorplug.testing.framework import NEVER_REFUSED, REFUSABLE_LAYOUTS, refus
 
 from tensorplug.testing.conformance_compiler import TestCompiler  # noqa: E402  (the "compiler" capability)
 from tensorplug.testing.conformance_lists import TestInts, TestLists  # noqa: E402  (the "lists" and "ints" ones)
+from tensorplug.testing.conformance_gradients import TestGradients  # noqa: E402  (the "gradients" capability)
 
 __all__ = ["TestExchange", "TestDtypes", "TestLayouts", "TestReadOnly", "TestStream", "TestAllocator", "TestOutput",
-           "TestErrors", "TestMixed", "TestLists", "TestInts", "TestCompiler"]
+           "TestErrors", "TestMixed", "TestLists", "TestInts", "TestCompiler",
+           "TestGradients"]
 
 # name: (shape, strides in elements)
 LAYOUTS = {

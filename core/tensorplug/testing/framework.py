@@ -191,6 +191,13 @@ class Framework:
         the framework has none, and the kit's "compiler" checks report "not provided"."""
         return None
 
+    def gradient(self, fn, *args):
+        """The gradients of ``sum(fn(*args))`` with respect to each of ``args`` (tensors of
+        this framework), as a tuple, by the framework's own autodiff (``torch.autograd.grad``,
+        ``jax.grad``); or None (the default): the framework has none, and the kit's
+        "gradients" checks report "not provided"."""
+        return None
+
     def require_cpu(self, device) -> None:
         """Raise :class:`Unsupported` unless ``device`` is the CPU (None counts as CPU)."""
         if device not in (None, "cpu", "cpu:0"):

@@ -215,6 +215,29 @@ tp::Tensor AllocHuge(tp::TensorView x) {
 // (x + 1, x + 1) as two tensors from the caller's allocator: a tuple result.
 std::tuple<tp::Tensor, tp::Tensor> Pair(tp::TensorView x) { return {AddOne(x), AddOne(x)}; }
 
+// a * b (float32 or float64, one shape, any strides) in a new tensor: the "gradients" capability's op.
+tp::Tensor Mul(tp::TensorView a, tp::TensorView b) {
+  CheckHost(a, "mul");
+  CheckHost(b, "mul");
+  TENSORPLUG_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype(), ValueError) << "mul: a and b must be alike";
+  tp::Tensor out = tp::Tensor::FromEnvAlloc(a.shape(), a.dtype(), a.device());
+  std::vector<int64_t> offsets_a, offsets_b;
+  tp::ForEachOffset(a, [&](int64_t offset) { offsets_a.push_back(offset); });
+  tp::ForEachOffset(b, [&](int64_t offset) { offsets_b.push_back(offset); });
+  TENSORPLUG_DISPATCH_FLOATING_TYPES(a, "mul", [&] {
+    const scalar_t* pa = a.data_ptr<scalar_t>();
+    const scalar_t* pb = b.data_ptr<scalar_t>();
+    scalar_t* result = out.mutable_data_ptr<scalar_t>();
+    for (size_t i = 0; i < offsets_a.size(); ++i) result[i] = pa[offsets_a[i]] * pb[offsets_b[i]];
+  });
+  return out;
+}
+
+// The backward of mul: (grad * b, grad * a).
+std::tuple<tp::Tensor, tp::Tensor> MulBackward(tp::TensorView grad, tp::TensorView a, tp::TensorView b) {
+  return {Mul(grad, b), Mul(grad, a)};
+}
+
 // The calling thread's current stream of x's device, as an integer (0: the default stream).
 int64_t StreamOf(tp::TensorView x) {
   return static_cast<int64_t>(reinterpret_cast<intptr_t>(tp::GetCurrentStream(x.device())));
@@ -337,6 +360,8 @@ TENSORPLUG_EXPORT(alloc_like, AllocLike, "x");
 TENSORPLUG_EXPORT(arange, Arange, "n");
 TENSORPLUG_EXPORT(alloc_huge, AllocHuge, "x");
 TENSORPLUG_EXPORT(pair, Pair, "x");
+TENSORPLUG_EXPORT(mul, Mul, "a", "b");
+TENSORPLUG_EXPORT(mul_backward, MulBackward, "grad", "a", "b");
 TENSORPLUG_EXPORT(stream_of, StreamOf, "x");
 TENSORPLUG_EXPORT(alloc_on, AllocOn, "first", "like");
 TENSORPLUG_EXPORT(raise_error, Raise, "x", "kind", "message");

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 CAPABILITIES = ("exchange", "dtypes", "layouts", "read-only", "stream", "allocator", "output", "errors", "mixed",
-                "lists", "ints", "compiler")
+                "lists", "ints", "compiler", "gradients")
 NOT_PROVIDED = "not provided"  # the skip reason of an optional capability the adapter lacks
 
 

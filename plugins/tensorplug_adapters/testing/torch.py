@@ -59,6 +59,12 @@ class TorchFramework(Framework):
         # inductor's C++ compile (tests/test_op_torch.py runs inductor).
         return torch.compile(fn, backend="aot_eager", fullgraph=True)
 
+    def gradient(self, fn, *args):
+        import torch
+
+        leaves = [a.detach().requires_grad_() for a in args]
+        return tuple(torch.autograd.grad(fn(*leaves).sum(), leaves))
+
     def allocation_counter(self, device):
         import torch
 

@@ -1,0 +1,139 @@
+"""Gradients in jax from the op's declared backward (tensorplug.backward), with no
+user-written custom_vjp: jax.grad, vjp and value_and_grad, eagerly, under jit and vmap,
+checked by jax.test_util.check_grads, and the errors for gradients that cannot be had.
+Kernels: tests/grad_kernels.cc."""
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+from jax.test_util import check_grads  # noqa: E402
+
+import grad_kernels  # noqa: E402  (tests/grad_kernels.py)
+
+
+@pytest.fixture(scope="module")
+def ops():
+    return grad_kernels.ops()
+
+
+def _x(*shape, seed=0):
+    return jnp.asarray(np.random.RandomState(seed).randn(*shape).astype(np.float32))
+
+
+def _loss(ops, w):
+    def loss(x):
+        y = ops.scale_by(ops.square(ops.exp(x)), w, 0.5)
+        s, c = ops.sin_cos(y)
+        return (s * c).sum()
+    return loss
+
+
+def _reference(w):
+    def loss(x):
+        y = 0.5 * jnp.exp(x) ** 2 * w
+        return (jnp.sin(y) * jnp.cos(y)).sum()
+    return loss
+
+
+TRANSFORMS = {"eager": lambda f: f, "jit": jax.jit}
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_grad_and_value_and_grad_equal_jaxs_own_ops(ops, transform):
+    x, w = _x(3, 4), _x(3, 4, seed=1)
+    loss, reference = _loss(ops, w), _reference(w)
+    wrap = TRANSFORMS[transform]
+    np.testing.assert_allclose(wrap(jax.grad(loss))(x), jax.grad(reference)(x), rtol=1e-5, atol=1e-5)
+    value, grad = wrap(jax.value_and_grad(loss))(x)
+    np.testing.assert_allclose(value, reference(x), rtol=1e-5)
+    np.testing.assert_allclose(grad, jax.grad(reference)(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_vjp_of_two_results(ops, transform):
+    x = _x(5)
+    ys, vjp = jax.vjp(ops.sin_cos, x)
+    np.testing.assert_allclose(ys[0], jnp.sin(x), rtol=1e-6)
+    cts = (jnp.full_like(x, 2.0), jnp.full_like(x, 3.0))
+    (got,) = TRANSFORMS[transform](vjp)(cts)
+    np.testing.assert_allclose(got, 2 * jnp.cos(x) - 3 * jnp.sin(x), rtol=1e-5, atol=1e-6)
+    # one result differentiated, the other not (its cotangent a symbolic zero)
+    np.testing.assert_allclose(jax.grad(lambda x: ops.sin_cos(x)[1].sum())(x), -jnp.sin(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_vmap_of_grad(ops, transform):
+    xs, w = _x(4, 3), _x(3, seed=1)
+    per_row = jax.vmap(jax.grad(_loss(ops, w)))
+    np.testing.assert_allclose(TRANSFORMS[transform](per_row)(xs), jax.vmap(jax.grad(_reference(w)))(xs),
+                               rtol=1e-5, atol=1e-5)
+    # grad of a vmapped op
+    np.testing.assert_allclose(jax.grad(lambda xs: jax.vmap(ops.square)(xs).sum())(xs), 2 * xs, rtol=1e-6)
+
+
+def test_check_grads_reverse_mode(ops):
+    x, w = _x(2, 3) * 0.3, _x(2, 3, seed=1)
+    check_grads(ops.square, (x,), order=2, modes=["rev"], atol=1e-2, rtol=1e-2)  # declared second derivative
+    check_grads(ops.exp, (x,), order=1, modes=["rev"], atol=1e-2, rtol=1e-2)
+    check_grads(lambda x: ops.sin_cos(x)[0] + ops.sin_cos(x)[1], (x,), order=1, modes=["rev"], atol=1e-2, rtol=1e-2)
+    check_grads(_loss(ops, w), (x,), order=1, modes=["rev"], atol=1e-2, rtol=1e-2)
+    check_grads(jax.jit(_loss(ops, w)), (x,), order=1, modes=["rev"], atol=1e-2, rtol=1e-2)
+
+
+def test_second_derivatives_under_jit(ops):
+    x = _x(4)
+    hvp = jax.jit(jax.grad(lambda x: jax.grad(lambda x: ops.square(x).sum())(x).sum()))
+    np.testing.assert_allclose(hvp(x), jnp.full_like(x, 2.0))
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_grad_through_an_op_without_a_backward_names_it(ops, transform):
+    with pytest.raises(TypeError, match=r"^tpgrad::plain_square has no backward: declare one with "
+                                        r"tensorplug\.op\('tpgrad::plain_square', \.\.\., "
+                                        r"backward=tensorplug\.backward\("):
+        TRANSFORMS[transform](jax.grad(lambda x: ops.plain_square(x).sum()))(_x(3))
+    # without a gradient it runs, traced or not
+    np.testing.assert_allclose(jax.jit(ops.plain_square)(_x(3)), _x(3) ** 2, rtol=1e-6)
+
+
+def test_a_gradient_of_the_wrong_shape_names_the_op_and_the_input(ops):
+    # Eagerly the backward's result is checked in Python, naming the op and the input.
+    with pytest.raises(ValueError, match=r"^tpgrad::short: the backward tpgrad::short_backward returned a gradient "
+                                         r"for 'x' of shape \(11,\) and dtype float32; expected shape \(3, 4\) and "
+                                         r"dtype float32, those of 'x'\n"):
+        jax.grad(lambda x: ops.short(x).sum())(_x(3, 4))
+    # Under jit the XLA handler refuses the allocation against the backward op's rule (like
+    # x), naming the backward op (named after the op) and its result (the gradient of x).
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"op 'tpgrad::short_backward': Tensor::FromEnvAlloc call 1 asked for "
+                                         r"float32\[11\], but the op's shape rule declares float32\[3, 4\] for "
+                                         r"result 0"):
+        jax.block_until_ready(jax.jit(jax.grad(lambda x: ops.short(x).sum()))(_x(3, 4)))
+
+
+def test_a_gradient_of_the_wrong_dtype_names_the_op_and_the_input(ops):
+    with pytest.raises(ValueError, match=r"^tpgrad::int32_grad: the backward tpgrad::int32_grad_backward returned "
+                                         r"a gradient for 'x' of shape \(3,\) and dtype int32; expected shape \(3,\) "
+                                         r"and dtype float32, those of 'x'\n"):
+        jax.grad(lambda x: ops.int32_grad(x).sum())(_x(3))
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"op 'tpgrad::int32_grad_backward': Tensor::FromEnvAlloc call 1 asked for "
+                                         r"int32\[3\], but the op's shape rule declares float32\[3\]"):
+        jax.block_until_ready(jax.jit(jax.grad(lambda x: ops.int32_grad(x).sum()))(_x(3)))
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_a_gradient_of_a_parameter_not_declared_differentiable_is_an_error(ops, transform):
+    x, w = _x(3), _x(3, seed=1)
+    with pytest.raises(TypeError, match=r"^tpgrad::scale_by: parameter 'w' is not differentiable \(the op's "
+                                        r"backward declares differentiable=\('x',\)\)"):
+        TRANSFORMS[transform](jax.grad(lambda w: ops.scale_by(x, w, 2.0).sum()))(w)
+    np.testing.assert_allclose(TRANSFORMS[transform](jax.grad(lambda x: ops.scale_by(x, w, 2.0).sum()))(x), 2 * w,
+                               rtol=1e-6)
+
+
+def test_an_op_that_writes_arguments_has_no_gradient(ops):
+    x = _x(3)
+    with pytest.raises(TypeError, match=r"^tpgrad::twice_into writes 'out' in place and has no gradient"):
+        jax.grad(lambda x: ops.twice_into(x, jnp.zeros_like(x)).sum())(x)
+    np.testing.assert_allclose(jax.jit(ops.twice_into)(x, jnp.zeros_like(x)), 2 * x)

@@ -1,0 +1,160 @@
+"""Gradients in torch from the op's declared backward (tensorplug.backward): autograd formulas
+checked by torch's own tools (gradcheck, gradgradcheck, opcheck), through torch.compile's
+aot_autograd (aot_eager and inductor), and the errors for gradients that cannot be had.
+Kernels: tests/grad_kernels.cc."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import grad_kernels  # noqa: E402  (tests/grad_kernels.py)
+
+
+@pytest.fixture(scope="module")
+def ops():
+    return grad_kernels.ops()
+
+
+def _x(*shape, dtype=torch.float64, requires_grad=True):
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(*shape, generator=g, dtype=dtype).requires_grad_(requires_grad)
+
+
+def test_gradcheck_on_float64(ops):
+    x = _x(3, 4)
+    w = _x(3, 4, requires_grad=False)
+    assert torch.autograd.gradcheck(ops.square, (x,))
+    assert torch.autograd.gradcheck(ops.sin_cos, (x,))  # two results, a kernel function as backward
+    assert torch.autograd.gradcheck(ops.exp, (x,))  # the backward reads the saved result
+    assert torch.autograd.gradcheck(lambda x: ops.scale_by(x, w, 1.5), (x,))  # a saved scalar
+    # strided inputs: the kernels take any strides, the gradients come back like x
+    assert torch.autograd.gradcheck(ops.square, (_x(4, 3).t(),))
+
+
+def test_gradgradcheck_where_the_backward_declares_a_backward(ops):
+    x = _x(2, 5)
+    assert torch.autograd.gradgradcheck(ops.square, (x,))
+    (g,) = torch.autograd.grad(ops.square(x).sum(), x, create_graph=True)
+    (gg,) = torch.autograd.grad(g.sum(), x)
+    torch.testing.assert_close(gg, torch.full_like(x, 2.0))
+
+
+def test_gradient_values_equal_torchs_own_ops(ops):
+    x = _x(3, 4)
+    w = _x(3, 4, requires_grad=False)
+    cases = [(ops.square, lambda x: x * x), (ops.exp, torch.exp),
+             (lambda x: ops.sin_cos(x)[0] * 3 + ops.sin_cos(x)[1], lambda x: torch.sin(x) * 3 + torch.cos(x)),
+             (lambda x: ops.scale_by(x, w, 0.5), lambda x: 0.5 * x * w)]
+    for op, ref in cases:
+        (got,) = torch.autograd.grad((op(x) ** 2).sum(), x)
+        (want,) = torch.autograd.grad((ref(x) ** 2).sum(), x)
+        torch.testing.assert_close(got, want)
+
+
+def test_opcheck_with_inputs_that_require_grad(ops):
+    x = _x(3, 4)
+    torch.library.opcheck(torch.ops.tpgrad.square.default, (x,))
+    torch.library.opcheck(torch.ops.tpgrad.sin_cos.default, (x,))
+    torch.library.opcheck(torch.ops.tpgrad.exp.default, (x,))
+    torch.library.opcheck(torch.ops.tpgrad.scale_by.default, (x, _x(3, 4, requires_grad=False), 2.0))
+
+
+def _loss(ops):
+    def loss(x, w):
+        y = ops.scale_by(ops.square(ops.exp(x)), w, 0.5)
+        s, c = ops.sin_cos(y)
+        return (s * c).sum()
+    return loss
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_backward_through_torch_compile_gives_eager_gradients(ops, backend):
+    loss = _loss(ops)
+    x, w = _x(3, 4, dtype=torch.float32), _x(3, 4, dtype=torch.float32, requires_grad=False)
+    loss(x, w).backward()
+    eager = x.grad.clone()
+    x.grad = None
+    torch._dynamo.reset()
+    compiled = torch.compile(loss, backend=backend, fullgraph=True)
+    compiled(x, w).backward()
+    torch.testing.assert_close(x.grad, eager)
+    assert torch._dynamo.explain(loss)(x, w).graph_break_count == 0
+
+
+def test_compiled_backward_graph_calls_the_backward_ops(ops):
+    from torch._dynamo.backends.common import aot_autograd
+    from functorch.compile import make_boxed_func
+
+    graphs = {}
+
+    def keep(name):
+        def compiler(gm, example_inputs):
+            graphs[name] = gm.code
+            return make_boxed_func(gm)
+        return compiler
+
+    x, w = _x(3, 4, dtype=torch.float32), _x(3, 4, dtype=torch.float32, requires_grad=False)
+    torch._dynamo.reset()
+    compiled = torch.compile(_loss(ops), backend=aot_autograd(fw_compiler=keep("forward"),
+                                                              bw_compiler=keep("backward")), fullgraph=True)
+    compiled(x, w).backward()
+    for name in ("square_backward", "exp_backward", "scale_by_backward", "sin_cos_backward"):
+        assert f"torch.ops.tpgrad.{name}.default" in graphs["backward"], name
+        assert name not in graphs["forward"]
+
+
+def test_backward_through_an_op_without_one_names_it(ops):
+    y = ops.plain_square(_x(3))
+    assert y.requires_grad  # never a silent None gradient: the error comes at backward
+    with pytest.raises(RuntimeError, match=r"^tpgrad::plain_square has no backward: declare one with "
+                                           r"tensorplug\.op\('tpgrad::plain_square', \.\.\., "
+                                           r"backward=tensorplug\.backward\("):
+        y.sum().backward()
+    # and the backward op of a first-order backward has none either
+    x = _x(3)
+    (g,) = torch.autograd.grad(ops.exp(x).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match=r"^tpgrad::exp_backward has no backward"):
+        g.sum().backward()
+
+
+def test_no_grad_calls_need_no_backward(ops):
+    x = _x(3)
+    with torch.no_grad():
+        y = ops.plain_square(x)
+    assert not y.requires_grad
+    torch.testing.assert_close(y, x.detach() ** 2)
+
+
+def test_a_gradient_of_the_wrong_shape_names_the_op_and_the_input(ops):
+    with pytest.raises(ValueError, match=r"^tpgrad::short: the backward tpgrad::short_backward returned a gradient "
+                                         r"for 'x' of shape \(11,\) and dtype float64; expected shape \(3, 4\) and "
+                                         r"dtype float64, those of 'x'$"):
+        ops.short(_x(3, 4)).sum().backward()
+
+
+def test_a_gradient_of_the_wrong_dtype_names_the_op_and_the_input(ops):
+    with pytest.raises(ValueError, match=r"^tpgrad::int32_grad: the backward tpgrad::int32_grad_backward returned "
+                                         r"a gradient for 'x' of shape \(3,\) and dtype int32; expected shape \(3,\) "
+                                         r"and dtype float64, those of 'x'$"):
+        ops.int32_grad(_x(3)).sum().backward()
+
+
+def test_a_gradient_of_a_parameter_not_declared_differentiable_is_an_error(ops):
+    x, w = _x(3), _x(3)
+    with pytest.raises(RuntimeError, match=r"^tpgrad::scale_by: parameter 'w' is not differentiable \(the op's "
+                                           r"backward declares differentiable=\('x',\)\)"):
+        ops.scale_by(x, w, 2.0).sum().backward()
+    # w requiring no grad: x's gradient alone
+    (gx,) = torch.autograd.grad(ops.scale_by(x, w.detach(), 2.0).sum(), x)
+    torch.testing.assert_close(gx, 2 * w.detach())
+
+
+def test_an_op_that_writes_arguments_refuses_grad_mode_inputs_that_require_grad(ops):
+    x, out = _x(3), torch.zeros(3, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match=r"^tpgrad::twice_into writes 'out' in place and has no gradient"):
+        ops.twice_into(x, out)
+    assert out.tolist() == [0.0, 0.0, 0.0]  # refused before the kernel ran
+    with torch.no_grad():
+        ops.twice_into(x, out)
+    torch.testing.assert_close(out, 2 * x.detach())
+    ops.twice_into(x.detach(), out)  # no tensor requires grad: runs in grad mode too
