@@ -158,6 +158,7 @@ class BoundBackward:
                 returns.append(like(params[n_grads + at].name))
             rule = returns[0] if len(returns) == 1 else tuple(returns)
             bwd = declare_op(f"{op.name}_backward", function, returns=rule)
+            bwd.result_labels = tuple(f"the gradient of {name!r} for {op.name}" for name in self.differentiable)
         else:
             raise TypeError(f"{where}: expected a kernel function or a tensorplug.Op as the backward, got "
                             f"{type(function).__name__}")

@@ -146,6 +146,8 @@ class Op:
         writes_doc = f"; it writes {', '.join(self.written)} in place" if self.written else ""
         self.__doc__ = f"Operator {name} calling kernel function {function.__name__}{self.__signature__}{writes_doc}."
         self._rule = rule
+        # What each result is, for messages ("the gradient of 'x'" for a derived backward).
+        self.result_labels: tuple[str, ...] | None = None
         self._impls: dict[type, Any] = {}
         # The backward (a tensorplug.gradients.BoundBackward), set by tensorplug.op.
         self.backward: BoundBackward | None = None
@@ -212,14 +214,15 @@ class Op:
             raise ValueError(f"op '{self.name}' returned {len(returned)} tensor(s), but its shape rule declares "
                              f"{len(declared)}")
         for k, (got, want) in enumerate(zip(returned, declared)):
+            what = f"result {k}" if self.result_labels is None else f"result {k} ({self.result_labels[k]})"
             if got is None:
                 raise ValueError(f"op '{self.name}' returned a non-tensor value where its shape rule declares "
-                                 f"result {k}")
+                                 f"{what}")
             if tuple(got.shape) != tuple(want.shape) or got.dtype != want.dtype:
-                raise ValueError(f"op '{self.name}' returned {_spec_text(got)} as result {k}, but its shape rule "
+                raise ValueError(f"op '{self.name}' returned {_spec_text(got)} as {what}, but its shape rule "
                                  f"declares {_spec_text(want)}")
             if want.device is not None and got.device != want.device:
-                raise ValueError(f"op '{self.name}' returned result {k} on {got.device}, but its shape rule "
+                raise ValueError(f"op '{self.name}' returned {what} on {got.device}, but its shape rule "
                                  f"declares {want.device}")
 
     def __repr__(self) -> str:
