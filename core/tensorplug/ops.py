@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from . import _core
 from ._registry import registry
 from .shapes import RuleError, TensorSpec, compile_returns
+from .sharding import ShardingRule, compile_sharding
 
 # The signature kinds (csrc/include/tensorplug/vocabulary.h) as an op sees them: each
 # parameter kind is a tensor, a scalar, or one no compiler can trace (tests/test_op.py
@@ -88,7 +89,7 @@ class Op:
     :meth:`tensorplug.Op.bind` and :meth:`tensorplug.Op.output_specs`.
     """
 
-    def __init__(self, name: str, function, *, returns=None, writes=()):
+    def __init__(self, name: str, function, *, returns=None, writes=(), sharding=None):
         where = f"tensorplug.op({name!r})"
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ValueError(f"tensorplug.op() argument 'name': expected 'namespace::name' (identifiers), "
@@ -130,6 +131,10 @@ class Op:
         if result == "tensor" and isinstance(returns, tuple) and len(returns) != 1:
             raise ValueError(f"{where}: {function.__name__} returns one tensor, 'returns' declares {len(returns)}")
         n_outputs = 0 if result == "void" else len(returns) if isinstance(returns, tuple) else 1
+        try:
+            sharding_rule = compile_sharding(sharding, params, n_outputs)
+        except RuleError as e:
+            raise ValueError(f"{where}: {e}") from None
 
         self.name = name
         self.namespace, _, self.opname = name.partition("::")
@@ -144,6 +149,8 @@ class Op:
         writes_doc = f"; it writes {', '.join(self.written)} in place" if self.written else ""
         self.__doc__ = f"Operator {name} calling kernel function {function.__name__}{self.__signature__}{writes_doc}."
         self._rule = rule
+        #: The op's :class:`tensorplug.sharding.ShardingRule` (``sharding=``), or None.
+        self.sharding: ShardingRule | None = sharding_rule
         self._impls: dict[type, Any] = {}
 
     # ------------------------------------------------------------------------ calls ----
@@ -238,7 +245,7 @@ _ops: dict[str, Op] = {}
 _ops_lock = threading.Lock()
 
 
-def op(name: str, function, *, returns=None, writes=()) -> Op:
+def op(name: str, function, *, returns=None, writes=(), sharding=None) -> Op:
     """Declare the kernel ``function`` as the operator ``name`` (``"namespace::name"``) of
     every framework with a graph compiler, and return it as an :class:`tensorplug.Op`.
 
@@ -253,12 +260,18 @@ def op(name: str, function, *, returns=None, writes=()) -> Op:
     ``view``, a kernel of the tvm-ffi compatibility layer) it names the view parameters the
     kernel writes in place.
 
+    ``sharding``: how the op splits over the devices of a mesh, an einsum-like rule over its
+    tensors (``"b i, i j -> b j"``, ``"b [n] -> b [n]"``, ``"elementwise"``; see
+    :mod:`tensorplug.sharding`), from which jax partitions it under ``jax.jit`` and torch's
+    ``DTensor`` runs it on shards. None: the frameworks gather its inputs (jax) or refuse
+    sharded ones (``DTensor``).
+
     Each adapter is told about the op (hook ``tensorplug_op_declared``): the torch adapter
     registers ``torch.ops.<namespace>.<name>`` at once when torch is imported, else when
     the op is first called with torch tensors. ValueError when the name is taken, the
     signature has kinds no compiler can trace (func, any), or a rule does not fit.
     """
-    made = Op(name, function, returns=returns, writes=writes)
+    made = Op(name, function, returns=returns, writes=writes, sharding=sharding)
     with _ops_lock:
         if name in _ops:
             raise ValueError(f"tensorplug.op: an op named {name!r} is already declared "
