@@ -27,6 +27,8 @@ from importlib.abc import MetaPathFinder
 from tensorplug import Device, TensorSpec, output_framework
 from tensorplug.shapes import dtype_name
 
+from . import torch_sharding
+
 _SCHEMA_TYPES = {"view": "Tensor", "tensor": "Tensor", "mview": "Tensor", "int": "SymInt", "float": "float",
                  "bool": "bool", "str": "str", "device": "Device", "dtype": "ScalarType", "views": "Tensor[]",
                  "ints": "SymInt[]"}
@@ -72,7 +74,10 @@ def impl(op, arg_type):
         return None
     with _lock:
         _register_pending(torch)
-        return _overloads.get(op.name)
+        overload = _overloads.get(op.name)
+    if overload is not None and op.sharding is not None:
+        torch_sharding.ensure(torch, op, overload)  # a DTensor in hand: its strategy, once
+    return overload
 
 
 def _claimed(torch) -> tuple:
@@ -106,10 +111,12 @@ def _register(torch, op) -> None:
         torch.library.register_fake(f"{op.name}.{FUNCTIONALIZABLE}", fake, lib=lib)
         lib.impl(op.opname, _functionalize(torch, op, getattr(packet, FUNCTIONALIZABLE)), "Functionalize")
     _overloads[op.name] = packet.default
+    torch_sharding.ensure(torch, op, packet.default)
     # Every type a traced call can show for a torch argument, resolved now.
     for arg_type in (torch.Tensor, torch.nn.Parameter, torch.SymInt, torch.SymFloat, torch.SymBool,
-                     torch.device, torch.dtype):
-        op.resolve(arg_type)
+                     torch.device, torch.dtype, torch_sharding.dtensor_type()):
+        if arg_type is not None:
+            op.resolve(arg_type)
 
 
 def _no_outputs(*args):
