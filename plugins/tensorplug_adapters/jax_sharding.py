@@ -67,6 +67,10 @@ class ShardedJaxOp:
         op = self.op
         specs = _specs(op, bound, dict(zip(names, arrays)))
         rule = op.sharding.bind(op, specs)  # ValueError naming the op when the shapes do not fit
+        for factor in sorted(rule.splittable):
+            # Whether the output rule splits as the sharding rule says, before any mesh is known: a
+            # ValueError at the call, not an XLA error at compile time (partition checks the real split).
+            rule.check_split({factor: 2})
 
         def call(*tensors):
             return self.plain(**{**bound, **dict(zip(names, tensors))})
@@ -85,25 +89,12 @@ class ShardedJaxOp:
 
         def shardings(mesh, arg_shapes):
             NamedSharding, P = jax.sharding.NamedSharding, jax.sharding.PartitionSpec
-            axes: dict[str, tuple] = {}
-            used: set = set()
-            for name, arg in zip(names, arg_shapes):
-                spec = arg.sharding.spec if isinstance(arg.sharding, NamedSharding) else P()
-                for factor, entry in zip(rule.inputs[name], tuple(spec)):
-                    if entry is None or factor not in rule.splittable or factor in axes:
-                        continue
-                    entry = (entry,) if isinstance(entry, str) else tuple(entry)
-                    if used.isdisjoint(entry):  # a mesh axis splits one factor
-                        axes[factor] = entry
-                        used.update(entry)
-
-            def sharding(term):
-                return NamedSharding(mesh, P(*((axes[f] if len(axes[f]) > 1 else axes[f][0]) if f in axes else None
-                                              for f in term)))
-
+            specs = [arg.sharding.spec if isinstance(arg.sharding, NamedSharding) else P() for arg in arg_shapes]
+            axes = _factor_axes(rule, names, specs)
             rule.check_split({f: math.prod(mesh.shape[a] for a in a_s) for f, a_s in axes.items()})
-            results = tuple(sharding(term) for term in rule.results)
-            return tuple(sharding(rule.inputs[name]) for name in names), results[0] if single else results
+            results = tuple(NamedSharding(mesh, _spec(P, axes, term)) for term in rule.results)
+            return (tuple(NamedSharding(mesh, _spec(P, axes, rule.inputs[name])) for name in names),
+                    results[0] if single else results)
 
         def partition(mesh, arg_shapes, result_shape):
             arg_shardings, result_shardings = shardings(mesh, arg_shapes)
@@ -123,7 +114,16 @@ class ShardedJaxOp:
             out = jax.vmap(call, in_axes=[0 if b else None for b in in_batched])(*tensors)
             return out, (True if single else (True,) * len(rule.results))
 
-        return batchable(*arrays)
+        explicit = _explicit_specs(jax, arrays)
+        if explicit is None:
+            return batchable(*arrays)
+        # Explicit mesh axes (jax.make_mesh's default): a result's sharding is part of its type,
+        # which the custom call cannot give; the call runs with those axes made automatic, and
+        # its results are typed with the sharding the rule gives them.
+        P = jax.sharding.PartitionSpec
+        axes = _factor_axes(rule, names, explicit)
+        out = tuple(_spec(P, axes, term) for term in rule.results)
+        return jax.sharding.auto_axes(lambda *a: batchable(*a), out_sharding=out[0] if single else out)(*arrays)
 
     def _jit(self, jax, bound, names):
         """The jitted call for concrete arrays split over devices, per form of the static arguments."""
@@ -134,6 +134,39 @@ class ShardedJaxOp:
             with self._lock:
                 jitted = self._jitted.setdefault(key, jax.jit(lambda *arrays: self(**static, **dict(zip(names, arrays)))))
         return jitted
+
+
+def _factor_axes(rule, names, specs) -> dict[str, tuple]:
+    """The mesh axes of each factor the op splits, from the inputs' partition specs: those
+    of the first input that splits it, unless an earlier factor took one of them (a mesh
+    axis splits one factor). Whole factors get none: their dimensions are gathered."""
+    axes: dict[str, tuple] = {}
+    used: set = set()
+    for name, spec in zip(names, specs):
+        for factor, entry in zip(rule.inputs[name], tuple(spec)):
+            if entry is None or factor not in rule.splittable or factor in axes:
+                continue
+            entry = (entry,) if isinstance(entry, str) else tuple(entry)
+            if entry and used.isdisjoint(entry):
+                axes[factor] = entry
+                used.update(entry)
+    return axes
+
+
+def _spec(P, axes, term):
+    return P(*((axes[f] if len(axes[f]) > 1 else axes[f][0]) if f in axes else None for f in term))
+
+
+def _explicit_specs(jax, arrays):
+    """The inputs' partition specs when one of them is split over explicit mesh axes, else None."""
+    specs = []
+    explicit = False
+    for a in arrays:
+        sharding = getattr(jax.typeof(a), "sharding", None)
+        spec = getattr(sharding, "spec", None)
+        specs.append(spec if spec is not None else jax.sharding.PartitionSpec())
+        explicit = explicit or any(entry is not None for entry in tuple(specs[-1]))
+    return specs if explicit else None
 
 
 def _split(jax, value) -> bool:
