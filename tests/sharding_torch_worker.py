@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import traceback
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -26,6 +28,27 @@ DTENSOR_IMPORTED_AT_DECLARATION = "torch.distributed.tensor" in sys.modules
 
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor, init_device_mesh  # noqa: E402
 from torch.distributed.tensor.debug import CommDebugMode  # noqa: E402
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "compilers.md"
+
+
+def doc_block(marker: str) -> str:
+    """The python block of docs/compilers.md whose first line is ``# sharding example: <marker>``."""
+    for block in re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S):
+        if block.startswith(f"# sharding example: {marker}\n"):
+            return block
+    raise LookupError(f"docs/compilers.md has no python block '# sharding example: {marker}'")
+
+
+def docs_case():
+    """docs/compilers.md's torch data-parallel step (it asserts its own values)."""
+    namespace: dict = {}
+    exec(compile(doc_block("kernels"), "docs/compilers.md (kernels)", "exec"), namespace)
+    exec(compile(doc_block("torch"), "docs/compilers.md (torch)", "exec"), namespace)
+    w = namespace["w"]
+    return {"activation": placements(namespace["a"]), "collectives": namespace["comm"].get_total_counts(),
+            "grad": placements(w.grad), "grad_local_shape": list(w.grad.to_local().shape)}
 
 
 def placements(t):
@@ -100,6 +123,7 @@ def main(rank: int, world: int, port: int, out_path: str) -> None:
                                                                                 [Shard(0)]), 8))
         record["rank_mismatch"] = error_of(lambda: ops["cumsum_rows"](distribute_tensor(full[0].contiguous(), mesh,
                                                                                          [Shard(0)])))
+        record["docs"] = docs_case()
         record["axpy"] = error_of(lambda: ops["axpy"](x, distribute_tensor(torch.zeros(8, 6), mesh, [Shard(0)]), 1.0))
     except Exception:  # noqa: BLE001  (the test shows it)
         record["crash"] = traceback.format_exc()
