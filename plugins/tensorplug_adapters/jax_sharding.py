@@ -45,8 +45,8 @@ class ShardedJaxOp:
         self.plain = JaxOp(op)
         self.__name__ = op.opname
         self.__doc__ = op.__doc__
-        self._jitted: dict = {}
-        self._lock = threading.Lock()
+        self.jitted: dict = {}
+        self.lock = threading.Lock()
 
     def __call__(self, *args, **kwargs):
         op = self.op
@@ -58,10 +58,10 @@ class ShardedJaxOp:
             if not any(_split(jax, v) for v in values):
                 # Concrete arrays on one device: as an op without a rule.
                 return self.plain(**bound) if op.written else op.function(**bound)
-            return self._jit(jax, bound, names)(*values)
-        return self._traced(jax, bound, names, [_as_array(jax, v) for v in values])
+            return self.jitted_call(jax, bound, names)(*values)
+        return self.traced(jax, bound, names, [_as_array(jax, v) for v in values])
 
-    def _traced(self, jax, bound, names, arrays):
+    def traced(self, jax, bound, names, arrays):
         from jax.experimental.custom_partitioning import ArrayMapping, SdyShardingRule, custom_partitioning
 
         op = self.op
@@ -125,14 +125,14 @@ class ShardedJaxOp:
         out = tuple(_spec(P, axes, term) for term in rule.results)
         return jax.sharding.auto_axes(lambda *a: batchable(*a), out_sharding=out[0] if single else out)(*arrays)
 
-    def _jit(self, jax, bound, names):
+    def jitted_call(self, jax, bound, names):
         """The jitted call for concrete arrays split over devices, per form of the static arguments."""
         static = {k: v for k, v in bound.items() if k not in names}
         key = (tuple(names), tuple((k, _frozen(v)) for k, v in static.items()))
-        jitted = self._jitted.get(key)
+        jitted = self.jitted.get(key)
         if jitted is None:
-            with self._lock:
-                jitted = self._jitted.setdefault(key, jax.jit(lambda *arrays: self(**static, **dict(zip(names, arrays)))))
+            with self.lock:
+                jitted = self.jitted.setdefault(key, jax.jit(lambda *arrays: self(**static, **dict(zip(names, arrays)))))
         return jitted
 
 
