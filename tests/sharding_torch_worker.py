@@ -93,8 +93,15 @@ def compiled_case(mesh, full):
     x = distribute_tensor(full, mesh, [Shard(0)])
     compiled = torch.compile(step, backend=aot_autograd(fw_compiler=capture), fullgraph=True)
     out = compiled(x)
-    return {"placements": placements(out), "equal": bool(torch.equal(out.full_tensor(), full * 3 + 1)),
-            "graph": "\n".join(graphs)}
+    record = {"placements": placements(out), "equal": bool(torch.equal(out.full_tensor(), full * 3 + 1)),
+              "graph": "\n".join(graphs)}
+    # A whole factor split (n of "b [n] -> b [n]"): the compiled graph gathers it.
+    graphs.clear()
+    cumsum = torch.compile(lambda t: OPS["cumsum_rows"](t), backend=aot_autograd(fw_compiler=capture), fullgraph=True)
+    out = cumsum(distribute_tensor(full, mesh, [Shard(1)]))
+    record["gathered"] = {"placements": placements(out), "graph": "\n".join(graphs),
+                          "equal": bool(torch.equal(out.full_tensor(), OPS["cumsum_rows"](full)))}
+    return record
 
 
 def main(rank: int, world: int, port: int, out_path: str) -> None:

@@ -141,3 +141,17 @@ def test_ellipsis_must_stand_for_one_number_of_dimensions(mod):
     with pytest.raises(ValueError, match=r"'\.\.\.' stands for 2 dimensions in one term and 1 in output 0 \(8,\); "
                                          "it must stand for the same number in every term"):
         elementwise.sharding.bind(elementwise, {"x": spec(8, 6), "alpha": 1.0})
+
+
+def test_torch_trace_checks_the_rule(mod):
+    # torch.compile on plain tensors: the fake implementation binds the rule, naming the op.
+    torch = pytest.importorskip("torch", reason="torch not installed")
+    op = declare(mod, "cumsum_rows", "b [n] -> b [n]")
+    x = torch.arange(6, dtype=torch.float32)
+    assert torch.equal(op(x.reshape(2, 3)), torch.cumsum(x.reshape(2, 3), 1))  # eager: the kernel, unchecked
+    compiled = torch.compile(lambda t: op(t), backend="aot_eager", fullgraph=True)
+    assert torch.equal(compiled(x.reshape(2, 3)), torch.cumsum(x.reshape(2, 3), 1))
+    # (dynamo wraps the message; the size is symbolic after a recompile)
+    with pytest.raises(RuntimeError, match=rf"{op.name}: sharding rule 'b \[n\] -> b \[n\]': argument 'x' has 1 "
+                                           r"dimensions \((6|s\d+),\), its term 'b n' names 2"):
+        compiled(x)

@@ -72,6 +72,10 @@ def test_torch_compile_over_dtensor(ranks):
         assert case["placements"] == ["Shard(dim=0)"] and case["equal"]
         assert "torch.ops.tpshard.scale.default(" in case["graph"]
         assert "c10d" not in case["graph"] and "all_gather" not in case["graph"]
+        gathered = case["gathered"]  # Shard(1) into "b [n] -> b [n]": one all-gather in the graph, then the op
+        assert gathered["placements"] == ["Replicate()"] and gathered["equal"]
+        assert gathered["graph"].count("all_gather_into_tensor.default(") == 1
+        assert gathered["graph"].index("all_gather_into_tensor") < gathered["graph"].index("tpshard.cumsum_rows")
 
 
 def test_op_without_rule_is_refused_by_dtensor(ranks):

@@ -85,7 +85,8 @@ class Op:
     ``function`` (the :class:`tensorplug.Function`), ``params`` (:class:`~tensorplug.ops.Param` tuple),
     ``result`` (the signature's result kind: ``"void"``, ``"tensor"`` or ``"tuple"``),
     ``written`` (names of the tensor parameters the kernel writes), ``n_outputs`` (the
-    number of tensors returned; 0 for destination-passing kernels), and the methods
+    number of tensors returned; 0 for destination-passing kernels), ``sharding`` (the
+    :class:`tensorplug.sharding.ShardingRule`, or None), and the methods
     :meth:`tensorplug.Op.bind` and :meth:`tensorplug.Op.output_specs`.
     """
 

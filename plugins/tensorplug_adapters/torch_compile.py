@@ -212,6 +212,8 @@ def _fake(torch, op):
             if x is not None:
                 bound[name] = [_spec(t) for t in x] if kind == "views" else tuple(x)
         try:
+            if op.sharding is not None:
+                op.sharding.bind(op, bound)  # the sharding rule checked on every trace (torch_sharding)
             outs = tuple(torch.empty(spec.shape, dtype=_torch_dtype(torch, spec.dtype),
                                      device=_torch_device(torch, spec.device))
                          for spec in op.output_specs(bound))
