@@ -61,6 +61,10 @@ def tensorplug_op_declared(op):
     of the adapter's framework, so that its graph compiler can trace it; every adapter is
     asked, the result is ignored, and an adapter without a compiler does not implement it.
 
+    The op's declared facts are its attributes (signature ``params``, output rule through
+    ``output_specs``, written tensors ``written``, sharding rule ``sharding``): the adapter
+    derives its framework's forms from them, and checks them where they are used.
+
     Called once per op when it is declared, and for every op already declared when an
     adapter is registered later. Do not import the framework here: register at once when
     it is in ``sys.modules``, else remember the op and register it when

@@ -19,6 +19,7 @@ from . import _core
 from ._registry import registry
 from .gradients import Backward, BoundBackward
 from .shapes import RuleError, TensorSpec, compile_returns
+from .sharding import ShardingRule, compile_sharding
 
 # The signature kinds (csrc/include/tensorplug/vocabulary.h) as an op sees them: each
 # parameter kind is a tensor, a scalar, or one no compiler can trace (tests/test_op.py
@@ -86,11 +87,12 @@ class Op:
     ``result`` (the signature's result kind: ``"void"``, ``"tensor"`` or ``"tuple"``),
     ``written`` (names of the tensor parameters the kernel writes), ``n_outputs`` (the
     number of tensors returned; 0 for destination-passing kernels), ``backward`` (a
-    :class:`tensorplug.gradients.BoundBackward`, or None: no gradient), and the methods
+    :class:`tensorplug.gradients.BoundBackward`, or None: no gradient), ``sharding`` (the
+    :class:`tensorplug.sharding.ShardingRule`, or None), and the methods
     :meth:`tensorplug.Op.bind` and :meth:`tensorplug.Op.output_specs`.
     """
 
-    def __init__(self, name: str, function, *, returns=None, writes=()):
+    def __init__(self, name: str, function, *, returns=None, writes=(), sharding=None):
         where = f"tensorplug.op({name!r})"
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ValueError(f"tensorplug.op() argument 'name': expected 'namespace::name' (identifiers), "
@@ -132,6 +134,10 @@ class Op:
         if result == "tensor" and isinstance(returns, tuple) and len(returns) != 1:
             raise ValueError(f"{where}: {function.__name__} returns one tensor, 'returns' declares {len(returns)}")
         n_outputs = 0 if result == "void" else len(returns) if isinstance(returns, tuple) else 1
+        try:
+            sharding_rule = compile_sharding(sharding, params, n_outputs)
+        except RuleError as e:
+            raise ValueError(f"{where}: {e}") from None
 
         self.name = name
         self.namespace, _, self.opname = name.partition("::")
@@ -148,6 +154,8 @@ class Op:
         self._rule = rule
         # What each result is, for messages ("the gradient of 'x'" for a derived backward).
         self.result_labels: tuple[str, ...] | None = None
+        #: The op's :class:`tensorplug.sharding.ShardingRule` (``sharding=``), or None.
+        self.sharding: ShardingRule | None = sharding_rule
         self._impls: dict[type, Any] = {}
         # The backward (a tensorplug.gradients.BoundBackward), set by tensorplug.op.
         self.backward: BoundBackward | None = None
@@ -272,7 +280,7 @@ _ops: dict[str, Op] = {}
 _ops_lock = threading.Lock()
 
 
-def op(name: str, function, *, returns=None, writes=(), backward=None) -> Op:
+def op(name: str, function, *, returns=None, writes=(), backward=None, sharding=None) -> Op:
     """Declare the kernel ``function`` as the operator ``name`` (``"namespace::name"``) of
     every framework with a graph compiler, and return it as an :class:`tensorplug.Op`.
 
@@ -292,12 +300,18 @@ def op(name: str, function, *, returns=None, writes=(), backward=None) -> Op:
     its framework's gradient; an op without one raises, naming it, when a gradient is asked
     through it. Refused for an op that writes arguments.
 
+    ``sharding``: how the op splits over the devices of a mesh, an einsum-like rule over its
+    tensors (``"b i, i j -> b j"``, ``"b [n] -> b [n]"``, ``"elementwise"``; see
+    :mod:`tensorplug.sharding`), from which jax partitions it under ``jax.jit`` and torch's
+    ``DTensor`` runs it on shards. None: the frameworks gather its inputs (jax) or refuse
+    sharded ones (``DTensor``).
+
     Each adapter is told about the op (hook ``tensorplug_op_declared``): the torch adapter
     registers ``torch.ops.<namespace>.<name>`` at once when torch is imported, else when
     the op is first called with torch tensors. ValueError when the name is taken, the
     signature has kinds no compiler can trace (func, any), or a rule does not fit.
     """
-    made = Op(name, function, returns=returns, writes=writes)
+    made = Op(name, function, returns=returns, writes=writes, sharding=sharding)
     if backward is not None and not isinstance(backward, Backward):
         raise TypeError(f"tensorplug.op({name!r}) argument 'backward': expected tensorplug.backward(...), got "
                         f"{type(backward).__name__}")

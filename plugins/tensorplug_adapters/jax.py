@@ -97,6 +97,10 @@ def tensorplug_op_impl(op, arg_type):
         return None
     from . import jax_grad, jax_ops
 
+    if op.sharding is not None:
+        from . import jax_sharding
+
+        return jax_sharding.ShardedJaxOp(op)  # decides per call: on one device, as below
     if not op.written and not issubclass(arg_type, jax.core.Tracer):
         # Concrete arrays and a kernel that writes none of them: the direct call (as for a
         # plain function) is the fastest, and gives what the XLA custom call would.

@@ -28,6 +28,7 @@ from tensorplug import Device, TensorSpec, output_framework
 from tensorplug.shapes import dtype_name
 
 from . import torch_autograd
+from . import torch_sharding
 
 _SCHEMA_TYPES = {"view": "Tensor", "tensor": "Tensor", "mview": "Tensor", "int": "SymInt", "float": "float",
                  "bool": "bool", "str": "str", "device": "Device", "dtype": "ScalarType", "views": "Tensor[]",
@@ -74,7 +75,10 @@ def impl(op, arg_type):
         return None
     with _lock:
         _register_pending(torch)
-        return _overloads.get(op.name)
+        overload = _overloads.get(op.name)
+    if overload is not None and op.sharding is not None:
+        torch_sharding.ensure(torch, op, overload)  # a DTensor in hand: its strategy, once
+    return overload
 
 
 def _claimed(torch) -> tuple:
@@ -109,10 +113,12 @@ def _register(torch, op) -> None:
         lib.impl(op.opname, _functionalize(torch, op, getattr(packet, FUNCTIONALIZABLE)), "Functionalize")
     _overloads[op.name] = packet.default
     torch_autograd.register(torch, op, lib)  # the gradient from the op's declared backward
+    torch_sharding.ensure(torch, op, packet.default)
     # Every type a traced call can show for a torch argument, resolved now.
     for arg_type in (torch.Tensor, torch.nn.Parameter, torch.SymInt, torch.SymFloat, torch.SymBool,
-                     torch.device, torch.dtype):
-        op.resolve(arg_type)
+                     torch.device, torch.dtype, torch_sharding.dtensor_type()):
+        if arg_type is not None:
+            op.resolve(arg_type)
 
 
 def _no_outputs(*args):
@@ -260,6 +266,8 @@ def _fake(torch, op):
     def fake(*args):
         bound = specs_of(args)
         try:
+            if op.sharding is not None:
+                op.sharding.bind(op, bound)  # the sharding rule checked on every trace (torch_sharding)
             outs = tuple(torch.empty(spec.shape, dtype=_torch_dtype(torch, spec.dtype),
                                      device=_torch_device(torch, spec.device))
                          for spec in op.output_specs(bound))

@@ -196,4 +196,17 @@ MUTATIONS = [
     Mutation("hub-isa-not-matched", "core/tensorplug/hub/_select.py",
              "    elif isa_rank(build.arch, build.isa) > isa_rank(machine.arch, machine.isa):", "    elif False:",
              ("tests/test_hub.py", "-k", "without_v3"), "a build needing a newer ISA than the CPU runs is chosen"),
+    # ---- sharding rules (issue 25) ----------------------------------------------------------
+    Mutation("sharding-input-only-factor-split", "core/tensorplug/sharding.py",
+             "        for term in results:\n            splittable.intersection_update(term)\n", "",
+             ("tests/test_sharding.py", "-k", "splittable"),
+             "a matmul's inner dimension may be split: each device computes a partial sum, never added"),
+    Mutation("sharding-whole-factor-split", "core/tensorplug/sharding.py",
+             "        splittable -= self.whole\n", "",
+             ("tests/test_sharding_jax.py", "-k", "whole_factor"), "a factor marked [n] is split like any other"),
+    Mutation("sharding-split-unchecked", "core/tensorplug/sharding.py",
+             "        parts = {f: n for f, n in parts.items() if n > 1}\n        if not parts:",
+             "        parts = {}\n        if not parts:",
+             ("tests/test_sharding_torch.py", "-k", "checked_on_torch_path"),
+             "an output rule that disagrees with the sharding rule on a shard runs, giving wrong shapes"),
 ]
