@@ -2,6 +2,7 @@
 // labels and errors every converter uses, strings, devices, dtypes, callables, handles, the
 // untyped "any" kind and the converter table; numbers in number_arguments.cc, tensors in
 // tensor_arguments.cc (converters.h).
+#include <cctype>
 #include <cstring>
 #include <string>
 
@@ -49,6 +50,20 @@ void AnnotateError(FunctionObject* f, int index, const Param* param, int item) {
   Py_DECREF(label);
 }
 
+namespace {
+
+// "<letters>" or "<letters>:<digits>": what the str() of a framework's device object is.
+bool IsDeviceLike(const char* s, const char* colon) {
+  const size_t name_length = colon ? size_t(colon - s) : std::strlen(s);
+  if (name_length == 0) return false;
+  for (size_t k = 0; k < name_length; ++k) {
+    if (!(std::islower(static_cast<unsigned char>(s[k])) || s[k] == '_')) return false;
+  }
+  return !colon || (colon[1] != '\0' && std::strspn(colon + 1, "0123456789") == std::strlen(colon + 1));
+}
+
+}  // namespace
+
 int ToDevice(PyObject* obj, DLDevice* out) {
   // (device_type, device_id) with a DLPack code; tensorplug.Device, a (name, index) named
   // tuple, takes the string path below through its str() ("cuda:0").
@@ -67,7 +82,17 @@ int ToDevice(PyObject* obj, DLDevice* out) {
     *out = {static_cast<DLDeviceType>(type), id};
     return 0;
   }
-  PyObject* text = PyObject_Str(obj);  // tensorplug.Device, "cuda:0", torch.device, ...
+  PyObject* text = nullptr;
+  if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 2 && PyUnicode_Check(PyTuple_GET_ITEM(obj, 0)) &&
+      (PyLong_Check(PyTuple_GET_ITEM(obj, 1)) || PyTuple_GET_ITEM(obj, 1) == Py_None)) {
+    // ("cuda", 0), the pair adapters' stream hooks return and use_raw_stream takes: as "cuda:0"
+    // (None is index 0, as tensorplug.Device reads it).
+    PyObject* index = PyTuple_GET_ITEM(obj, 1);
+    text = index == Py_None ? PyUnicode_FromFormat("%U", PyTuple_GET_ITEM(obj, 0))
+                            : PyUnicode_FromFormat("%U:%S", PyTuple_GET_ITEM(obj, 0), index);
+  } else {
+    text = PyObject_Str(obj);  // tensorplug.Device, "cuda:0", torch.device, ...
+  }
   if (!text) return -2;
   const char* s = PyUnicode_AsUTF8(text);
   int rc = s && DeviceFromString(s, out) ? 0 : -2;
@@ -78,9 +103,17 @@ int ToDevice(PyObject* obj, DLDevice* out) {
     if (negative && digits > 0 && colon[2 + digits] == '\0') {  // "<type>:-<digits>"
       PyErr_Format(PyExc_ValueError, "device index %s of '%s' is negative", colon + 1, s);
       rc = -1;
-    } else if (digits > 0 && colon[1 + digits] == '\0') {  // "<type>:<digits>" whose index does not fit
+    } else if (digits > 0 && colon[1 + digits] == '\0' &&
+               DeviceTypeFromName(std::string(s, size_t(colon - s))) >= 0) {  // "<type>:<digits>", index too big
       PyErr_Format(PyExc_ValueError, "device index %s of '%s' is out of range (at most %d)", colon + 1, s,
                    int(INT32_MAX));
+      rc = -1;
+    } else if (!PyUnicode_Check(obj) && IsDeviceLike(s, colon)) {
+      // A framework's device object of a type DLPack has no code for (torch.device('meta')):
+      // a device, but not one a kernel can be given.
+      const std::string type_name = colon ? std::string(s, size_t(colon - s)) : std::string(s);
+      PyErr_Format(PyExc_ValueError, "%s '%s' is a device tensorplug cannot pass: '%s' is not a DLPack device type",
+                   Py_TYPE(obj)->tp_name, s, type_name.c_str());
       rc = -1;
     }
   }

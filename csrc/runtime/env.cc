@@ -178,8 +178,8 @@ __attribute__((noinline)) int ReportAllocFailure(DLTensor* prototype, DLPackMana
       reported = true;
     }
     // Whatever the framework said, the caller learns what was asked for and where. Errors
-    // about the request itself keep their kind; the rest is out-of-memory from the caller's
-    // view (frameworks report that as RuntimeError or worse).
+    // about the request itself keep their kind; so does an allocator's own kind when an
+    // empty tensor fails too. The rest is out-of-memory from the caller's view.
     const char* kind_ptr = "MemoryError";
     const char* why_ptr = "the allocator returned no tensor";
     if (reported) TPErrorGet(&kind_ptr, &why_ptr);
@@ -190,23 +190,41 @@ __attribute__((noinline)) int ReportAllocFailure(DLTensor* prototype, DLPackMana
     for (const char* k : {"TypeError", "ValueError", "BufferError", "NotImplementedError", "OverflowError"}) {
       request_error = request_error || kind == k;
     }
+    // Frameworks' C allocators report every failure as out-of-memory (torch: "Unsupported
+    // code 9" for a float8 it lacks, or a device it was built without, is a MemoryError;
+    // paddle names no exception at all): such an answer says nothing about the cause.
+    const bool says_nothing = !reported || kind == "MemoryError" ||
+                              kind.size() < 5 || kind.compare(kind.size() - 5, 5, "Error") != 0;
     if (!request_error && addressable) {
-      // Frameworks report every failure as out-of-memory (torch: "Unsupported code 9" for a
-      // float8 it lacks is a MemoryError). An allocator that cannot make even an empty
-      // tensor of this dtype on this device refuses the dtype/device, not the size.
-      int64_t zeros[TP_MAX_NDIM] = {0};
-      DLTensor empty = *prototype;
-      empty.ndim = prototype->ndim > 0 ? prototype->ndim : 1;
-      empty.shape = zeros;
-      empty.strides = nullptr;
-      DLManagedTensorVersioned* probe = nullptr;
-      if (alloc(&empty, &probe, nullptr, SetErrorToThread) == 0 && probe != nullptr) {
+      // An allocator that can make an empty tensor of this dtype on this device refuses the
+      // size: out of memory. One that cannot refuses the dtype or the device; which one, an
+      // empty float32 tensor there tells, when the allocator itself did not say (an
+      // allocator that raised RuntimeError keeps its kind).
+      auto can_allocate_empty = [&](DLDataType dtype) {
+        int64_t zeros[TP_MAX_NDIM] = {0};
+        DLTensor empty = *prototype;
+        empty.ndim = prototype->ndim > 0 ? prototype->ndim : 1;
+        empty.shape = zeros;
+        empty.strides = nullptr;
+        empty.dtype = dtype;
+        DLManagedTensorVersioned* probe = nullptr;
+        if (alloc(&empty, &probe, nullptr, SetErrorToThread) != 0 || probe == nullptr) return false;
         if (probe->deleter) probe->deleter(probe);
-      } else {
-        const std::string message = "cannot allocate a " + tensorplug::DataTypeToString(prototype->dtype) +
-                                    " tensor on " + DeviceName(prototype->device) +
-                                    ": the allocator refuses this dtype or device (even for an empty tensor): " + why;
-        return Fail("TypeError", message);
+        return true;
+      };
+      if (!can_allocate_empty(prototype->dtype)) {
+        if (!says_nothing) return Fail(kind.c_str(), "cannot allocate a " +
+                                                         tensorplug::DataTypeToString(prototype->dtype) + " tensor on " +
+                                                         DeviceName(prototype->device) + ": " + why);
+        const DLDataType float32{kDLFloat, 32, 1};
+        if (!can_allocate_empty(float32)) {
+          return Fail("ValueError", "cannot allocate on " + DeviceName(prototype->device) +
+                                        ": the allocator refuses this device (even for an empty float32 tensor): " +
+                                        why);
+        }
+        return Fail("TypeError", "cannot allocate a " + tensorplug::DataTypeToString(prototype->dtype) +
+                                     " tensor on " + DeviceName(prototype->device) +
+                                     ": the allocator refuses this dtype (even for an empty tensor): " + why);
       }
     }
     const std::string out_kind = request_error ? kind : "MemoryError";
