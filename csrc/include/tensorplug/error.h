@@ -118,7 +118,7 @@ inline std::string InternalCheckNote(const char* condition, const char* file, in
   throw Error("RuntimeError", "a tensorplug call failed without recording an error");
 }
 
-// The demangled type of the exception being handled ("MyError"), or "" where the C++
+// The demangled type of the exception being handled ("mylib::Oops"), or "" where the C++
 // library cannot say.
 inline std::string CurrentExceptionTypeName() {
 #if defined(__GLIBCXX__) || defined(_LIBCPP_VERSION)
