@@ -2,7 +2,6 @@
 // tensors ("views", "mviews"), through the adapter table of the object's type; written
 // tensors ("mview", "mviews") are checked before the call.
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -136,7 +135,8 @@ constexpr int64_t kExactOverlapLimit = int64_t(1) << 20;
     numel *= t.shape[k];                          // the exporter's tensor: its count fits
     if (t.shape[k] == 1) continue;
     if (t.strides[k] == 0) return Overlap::kShared;
-    dims[n++] = {uint64_t(std::llabs(t.strides[k])), uint64_t(t.shape[k])};
+    const uint64_t stride = uint64_t(t.strides[k]);
+    dims[n++] = {t.strides[k] < 0 ? 0 - stride : stride, uint64_t(t.shape[k])};  // |stride|, INT64_MIN too
   }
   // Sorted by stride, each dimension's stride past the reach of all smaller ones: the
   // offsets are distinct (the rule of every compact, transposed, sliced or flipped view).
