@@ -28,6 +28,9 @@ class AdapterInfo:
     ``tensor_types`` the qualified names of the types it claims, ``capabilities`` a subset
     of ``("exchange", "stream", "allocator", "output")`` and ``fast_path`` whether its
     tables are C tables (True) or built from Python callables (False).
+    ``op_namespaces`` names the operator namespaces the framework's own operators live in
+    (torch: ``aten``, ``prim``, ``prims``): :func:`tensorplug.op` refuses to declare an
+    operator there, where the framework's operator of the same name would run instead.
     """
 
     name: str
@@ -37,6 +40,7 @@ class AdapterInfo:
     fast_path: bool = True
     framework_distribution: str | None = None
     stream_kinds: tuple[str, ...] = ()  # device types whose streams the adapter reports
+    op_namespaces: tuple[str, ...] = ()  # operator namespaces the framework owns
 
 
 @dataclass(frozen=True)
@@ -269,6 +273,16 @@ class _Registry:
     def stream_handle(self, stream):
         self.ensure_loaded()
         return self.pm.hook.tensorplug_stream_handle(stream=stream)
+
+    def reserved_op_namespaces(self) -> dict[str, str]:
+        """Each operator namespace a framework owns -> the adapter that says so."""
+        self.ensure_loaded()
+        reserved = {}
+        for impl in self.pm.hook.tensorplug_adapter_info.get_hookimpls():
+            info = impl.function()
+            for namespace in getattr(info, "op_namespaces", ()):
+                reserved.setdefault(namespace, info.name)
+        return reserved
 
     def records(self) -> list[AdapterRecord]:
         self.ensure_loaded()

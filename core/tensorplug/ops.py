@@ -97,6 +97,12 @@ class Op:
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ValueError(f"tensorplug.op() argument 'name': expected 'namespace::name' (identifiers), "
                              f"got {name!r}")
+        namespace = name.partition("::")[0]
+        owner = registry.reserved_op_namespaces().get(namespace)
+        if owner is not None:
+            raise ValueError(f"tensorplug.op() argument 'name': the namespace {namespace!r} of {name!r} belongs to "
+                             f"{owner}'s own operators (which would run instead); choose a namespace of your "
+                             f"library's own")
         if not isinstance(function, _core.Function):
             raise TypeError(f"{where} argument 'function': expected a tensorplug Function (a kernel library's "
                             f"function), got {type(function).__name__}")

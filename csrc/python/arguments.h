@@ -72,8 +72,8 @@ struct CallFrame {
 // ------------------------------------------------------------ converter table ----
 // Argument conversion is a table of small converters, one per parameter kind (ArgConverter,
 // signature.h), chosen once per parameter when the signature is parsed. Adding a kind:
-// an entry in TP_PARAM_KINDS (tensorplug/vocabulary.h) and its Convert<Id> function in
-// arguments.cc (docs/adapters.md, "Adding an argument kind").
+// an entry in TP_PARAM_KINDS (tensorplug/vocabulary.h) and its Convert<Id> function
+// (converters.h; docs/adapters.md, "Adding an argument kind").
 ArgConverter ConverterFor(Kind kind, bool optional);
 // The "any" converter (every parameter of a function without a signature): picks the
 // converter by the object's Python type; tensors are passed as views.

@@ -1,4 +1,5 @@
 // The environment a kernel runs in: per-thread streams and allocator (storage: storage.cc).
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -48,28 +49,42 @@ void SetErrorToThread(void* reported, const char* kind, const char* message) {
   if (reported != nullptr) *static_cast<bool*>(reported) = true;
 }
 
-// Bytes of a tensor of `prototype`'s shape and dtype, checked: false when the count does
-// not fit in 64 bits (nothing is ever allocated from a wrapped-around size).
+// Bytes of a tensor of `prototype`'s shape and dtype, checked: false when the element
+// count passes 2^63 - 1 (numel() and every stride are int64) or the byte count does not fit
+// in 64 bits. Nothing is ever allocated from a wrapped-around size: 2^32 x 2^32 elements
+// wrap to 0, which must not read as an empty tensor (only a zero extent makes one).
 bool CheckedNumBytes(const DLTensor& prototype, uint64_t* nbytes) {
   uint64_t numel = 1;
   bool overflow = false;
+  bool empty = false;
   for (int32_t i = 0; i < prototype.ndim; ++i) {
-    overflow |= __builtin_mul_overflow(numel, static_cast<uint64_t>(prototype.shape[i]), &numel);
+    const uint64_t extent = static_cast<uint64_t>(prototype.shape[i]);
+    empty |= extent == 0;
+    overflow |= __builtin_mul_overflow(numel, extent, &numel);
   }
-  if (numel == 0) {  // an empty tensor costs nothing, whatever its other extents
+  if (empty) {  // an empty tensor costs nothing, whatever its other extents
     *nbytes = 0;
     return true;
   }
-  const uint64_t item_bits = uint64_t(prototype.dtype.bits) * prototype.dtype.lanes;
-  uint64_t bits = 0;
-  if (overflow || __builtin_mul_overflow(numel, item_bits, &bits)) {
-    // Whole bytes per item (every dtype but sub-byte ones): count bytes directly, so that
-    // sizes between 2^61 and 2^64 bytes are still named exactly.
-    if (overflow || item_bits % 8 != 0 || __builtin_mul_overflow(numel, item_bits / 8, nbytes)) return false;
-    return true;
-  }
-  *nbytes = bits / 8 + (bits % 8 != 0);
+  if (overflow || numel > uint64_t(INT64_MAX)) return false;
+  // Whole bits, then bytes rounded up (sub-byte dtypes pack): 128 bits hold any product of
+  // a 63-bit count and the at most 24 bits of bits x lanes.
+  const unsigned __int128 bits = static_cast<unsigned __int128>(numel) * prototype.dtype.bits * prototype.dtype.lanes;
+  const unsigned __int128 bytes = (bits + 7) / 8;
+  if (bytes > UINT64_MAX) return false;
+  *nbytes = static_cast<uint64_t>(bytes);
   return true;
+}
+
+// Whether the element count of a non-empty `prototype` passes 2^63 - 1 (for the message).
+bool TooManyElements(const DLTensor& prototype) {
+  uint64_t numel = 1;
+  bool overflow = false;
+  for (int32_t i = 0; i < prototype.ndim; ++i) {
+    if (prototype.shape[i] == 0) return false;
+    overflow |= __builtin_mul_overflow(numel, static_cast<uint64_t>(prototype.shape[i]), &numel);
+  }
+  return overflow || numel > uint64_t(INT64_MAX);
 }
 
 // The request itself is malformed (a kernel passing a bad prototype): a ValueError.
@@ -80,6 +95,8 @@ const char* CheckPrototype(const DLTensor& prototype) {
   for (int32_t i = 0; i < prototype.ndim; ++i) {
     if (prototype.shape[i] < 0) return "shape must not contain negative extents";
   }
+  // A dtype of no bits would make a non-empty tensor of 0 bytes.
+  if (prototype.dtype.bits == 0 || prototype.dtype.lanes == 0) return "the dtype has 0 bits or 0 lanes";
   return nullptr;
 }
 
@@ -152,13 +169,17 @@ __attribute__((noinline)) int ReportAllocFailure(DLTensor* prototype, DLPackMana
   try {  // a C entry point: std::string may throw std::bad_alloc
     if (problem != nullptr) return Fail("ValueError", std::string("cannot allocate a tensor: ") + problem);
     const bool addressable = alloc != nullptr;  // nullptr: refused for its size, before any allocator
-    if (!addressable) {
+    const bool too_many_elements = !addressable && TooManyElements(*prototype);
+    if (too_many_elements) {
+      TPErrorSet("MemoryError", "no tensor can index them (element counts and strides are int64)");
+      reported = true;
+    } else if (!addressable) {
       TPErrorSet("MemoryError", "more than 2^63 - 1 bytes, which no allocator can address");
       reported = true;
     }
     // Whatever the framework said, the caller learns what was asked for and where. Errors
-    // about the request itself keep their kind; the rest is out-of-memory from the caller's
-    // view (frameworks report that as RuntimeError or worse).
+    // about the request itself keep their kind; so does an allocator's own kind when an
+    // empty tensor fails too. The rest is out-of-memory from the caller's view.
     const char* kind_ptr = "MemoryError";
     const char* why_ptr = "the allocator returned no tensor";
     if (reported) TPErrorGet(&kind_ptr, &why_ptr);
@@ -169,23 +190,41 @@ __attribute__((noinline)) int ReportAllocFailure(DLTensor* prototype, DLPackMana
     for (const char* k : {"TypeError", "ValueError", "BufferError", "NotImplementedError", "OverflowError"}) {
       request_error = request_error || kind == k;
     }
+    // Frameworks' C allocators report every failure as out-of-memory (torch: "Unsupported
+    // code 9" for a float8 it lacks, or a device it was built without, is a MemoryError;
+    // paddle names no exception at all): such an answer says nothing about the cause.
+    const bool says_nothing = !reported || kind == "MemoryError" ||
+                              kind.size() < 5 || kind.compare(kind.size() - 5, 5, "Error") != 0;
     if (!request_error && addressable) {
-      // Frameworks report every failure as out-of-memory (torch: "Unsupported code 9" for a
-      // float8 it lacks is a MemoryError). An allocator that cannot make even an empty
-      // tensor of this dtype on this device refuses the dtype/device, not the size.
-      int64_t zeros[TP_MAX_NDIM] = {0};
-      DLTensor empty = *prototype;
-      empty.ndim = prototype->ndim > 0 ? prototype->ndim : 1;
-      empty.shape = zeros;
-      empty.strides = nullptr;
-      DLManagedTensorVersioned* probe = nullptr;
-      if (alloc(&empty, &probe, nullptr, SetErrorToThread) == 0 && probe != nullptr) {
+      // An allocator that can make an empty tensor of this dtype on this device refuses the
+      // size: out of memory. One that cannot refuses the dtype or the device; which one, an
+      // empty float32 tensor there tells, when the allocator itself did not say (an
+      // allocator that raised RuntimeError keeps its kind).
+      auto can_allocate_empty = [&](DLDataType dtype) {
+        int64_t zeros[TP_MAX_NDIM] = {0};
+        DLTensor empty = *prototype;
+        empty.ndim = prototype->ndim > 0 ? prototype->ndim : 1;
+        empty.shape = zeros;
+        empty.strides = nullptr;
+        empty.dtype = dtype;
+        DLManagedTensorVersioned* probe = nullptr;
+        if (alloc(&empty, &probe, nullptr, SetErrorToThread) != 0 || probe == nullptr) return false;
         if (probe->deleter) probe->deleter(probe);
-      } else {
-        const std::string message = "cannot allocate a " + tensorplug::DataTypeToString(prototype->dtype) +
-                                    " tensor on " + DeviceName(prototype->device) +
-                                    ": the allocator refuses this dtype or device (even for an empty tensor): " + why;
-        return Fail("TypeError", message);
+        return true;
+      };
+      if (!can_allocate_empty(prototype->dtype)) {
+        if (!says_nothing) return Fail(kind.c_str(), "cannot allocate a " +
+                                                         tensorplug::DataTypeToString(prototype->dtype) + " tensor on " +
+                                                         DeviceName(prototype->device) + ": " + why);
+        const DLDataType float32{kDLFloat, 32, 1};
+        if (!can_allocate_empty(float32)) {
+          return Fail("ValueError", "cannot allocate on " + DeviceName(prototype->device) +
+                                        ": the allocator refuses this device (even for an empty float32 tensor): " +
+                                        why);
+        }
+        return Fail("TypeError", "cannot allocate a " + tensorplug::DataTypeToString(prototype->dtype) +
+                                     " tensor on " + DeviceName(prototype->device) +
+                                     ": the allocator refuses this dtype (even for an empty tensor): " + why);
       }
     }
     const std::string out_kind = request_error ? kind : "MemoryError";
@@ -193,7 +232,8 @@ __attribute__((noinline)) int ReportAllocFailure(DLTensor* prototype, DLPackMana
     for (int32_t i = 0; i < prototype->ndim; ++i) shape += (i ? "," : "") + std::to_string(prototype->shape[i]);
     shape += "]";
     uint64_t nbytes = 0;
-    const std::string size = CheckedNumBytes(*prototype, &nbytes) ? std::to_string(nbytes) + " bytes"
+    const std::string size = too_many_elements                        ? "more than 2^63 - 1 elements"
+                             : CheckedNumBytes(*prototype, &nbytes) ? std::to_string(nbytes) + " bytes"
                                                                     : "more than 2^64 bytes";
     const std::string message = "cannot allocate " + size + " (shape " + shape + ") on " +
                                 DeviceName(prototype->device) + ": " + why;

@@ -3,6 +3,10 @@
 // memory, one variant per CPU ISA) and `ptx` (CUDA kernels, loaded with the driver API).
 // A kind is a global function `load_from_bytes.<kind>(data, size, host_path)` returning a
 // lookup function: lookup(name) -> function or None, lookup() -> tuple of names.
+//
+// One idea past 500 lines: the container and the payloads of the kinds it ships are one
+// format (docs/cpp.md, "Embedded modules"), read with one bounds-checked Reader and
+// refused with errors that name the library; nothing outside this file reads any of it.
 #include <dlfcn.h>
 #include <link.h>
 #include <sys/mman.h>

@@ -31,7 +31,13 @@ def _allocate(shape, dtype, device):
         # such as bfloat16 through DLPack); jax imports it when the result is returned.
         return empty(shape, dtype, device)
     platform = "gpu" if device.type in ("cuda", "rocm") else device.type
-    return jax.numpy.empty(shape, dtype=dtype, device=jax.devices(platform)[device.index])
+    try:
+        devices = jax.devices(platform)
+    except RuntimeError as e:  # jax has no such platform: the device is refused, as numpy and torch refuse it
+        raise ValueError(f"jax cannot allocate on {device}: {str(e).splitlines()[0]}") from None
+    if device.index >= len(devices):
+        raise ValueError(f"jax cannot allocate on {device}: it has {len(devices)} {platform} device(s)")
+    return jax.numpy.empty(shape, dtype=dtype, device=devices[device.index])
 
 
 def _refuse_tracer(value):

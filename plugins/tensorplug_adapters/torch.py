@@ -75,7 +75,10 @@ def tensorplug_adapter_info():
     fast = torch is None or hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
     return AdapterInfo(name="torch", framework="torch", tensor_types=("torch.Tensor",),
                        capabilities=("exchange", "stream", "allocator", "output"), fast_path=fast,
-                       stream_kinds=("cuda", "rocm"))
+                       stream_kinds=("cuda", "rocm"),
+                       # aten: torch's operators; prim, prims: its primitives (torch.library reserves
+                       # "prim" itself; an "aten::add" declared here would dispatch to torch's own add)
+                       op_namespaces=("aten", "prim", "prims"))
 
 
 @hookimpl

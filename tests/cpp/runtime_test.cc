@@ -131,7 +131,9 @@ void TestErrors() {
   c = Catch([&] { thrower(3); });
   EXPECT(c.kind == "RuntimeError" && c.message == "plain runtime error");
   c = Catch([&] { thrower(4); });
-  EXPECT(c.kind == "RuntimeError" && c.message == "unknown exception");
+  // Not a std::exception: the function and the thrown type are named (issue 21, item 6).
+  EXPECT(c.kind == "RuntimeError" &&
+         c.message == "thrower() threw a C++ exception of type int (not derived from std::exception)");
   c = Catch([&] { thrower(5); });
   EXPECT(c.kind == "KeyError" && c.message == "no such key (check failed: which < 0)");
   c = Catch([&] { thrower(6); });
@@ -268,9 +270,9 @@ void TestDefaultAllocatorLimits() {
   Caught c = Catch([] { tp::Tensor::FromEnvAlloc({int64_t(1) << 59}, tp::kFloat32, tp::kCPU); });
   EXPECT(c.kind == "MemoryError" &&
          c.message == "cannot allocate 2305843009213693952 bytes (shape [576460752303423488]) on cpu:0: out of memory");
-  c = Catch([] { tp::Tensor::FromEnvAlloc({int64_t(1) << 62, 2}, tp::kFloat32, tp::kCPU); });
+  c = Catch([] { tp::Tensor::FromEnvAlloc({int64_t(1) << 61, 2}, tp::kFloat32, tp::kCPU); });
   EXPECT(c.kind == "MemoryError" &&
-         c.message == "cannot allocate more than 2^64 bytes (shape [4611686018427387904,2]) on cpu:0: more than "
+         c.message == "cannot allocate more than 2^64 bytes (shape [2305843009213693952,2]) on cpu:0: more than "
                       "2^63 - 1 bytes, which no allocator can address");
   std::vector<int64_t> many(TP_MAX_NDIM + 1, 1);
   c = Catch([&] { tp::Tensor::FromEnvAlloc(tp::IntArrayView(many.data(), many.size()), tp::kFloat32, tp::kCPU); });
@@ -286,6 +288,48 @@ void TestDefaultAllocatorLimits() {
   std::vector<int64_t> limit(TP_MAX_NDIM, 1);
   EXPECT(tp::Tensor::FromEnvAlloc(tp::IntArrayView(limit.data(), limit.size()), tp::kFloat32, tp::kCPU).dim() == 64);
   EXPECT(tp::Tensor::FromEnvAlloc({0, int64_t(1) << 62}, tp::kFloat32, tp::kCPU).numel() == 0);
+  EXPECT(tp::Tensor::FromEnvAlloc({int64_t(1) << 40, int64_t(1) << 40, 0}, tp::kFloat32, tp::kCPU).numel() == 0);
+}
+
+// Element counts that wrap around 64 bits (2^32 x 2^32 is 0 modulo 2^64) are refused before
+// any allocator runs, for the default CPU allocator and a bound one alike; so are sub-byte
+// and vector dtypes whose bytes do not fit, and a dtype of no bits.
+void TestOverflowingShapes() {
+  const std::string elements = "no tensor can index them (element counts and strides are int64)";
+  struct Case {
+    std::vector<int64_t> shape;
+    DLDataType dtype;
+    std::string message;
+  };
+  const int64_t p = 1;
+  const std::vector<Case> cases = {
+      {{p << 32, p << 32}, tp::kFloat32,
+       "cannot allocate more than 2^63 - 1 elements (shape [4294967296,4294967296]) on cpu:0: " + elements},
+      {{p << 62, 4}, tp::kFloat32,
+       "cannot allocate more than 2^63 - 1 elements (shape [4611686018427387904,4]) on cpu:0: " + elements},
+      {{p << 33, p << 31}, tp::kInt8,
+       "cannot allocate more than 2^63 - 1 elements (shape [8589934592,2147483648]) on cpu:0: " + elements},
+      {{p << 31, p << 32}, DLDataType{kDLInt, 4, 1},  // 2^62 bytes, but 2^63 elements
+       "cannot allocate more than 2^63 - 1 elements (shape [2147483648,4294967296]) on cpu:0: " + elements},
+      {{p << 60}, DLDataType{kDLFloat, 32, 4},  // 2^60 float32x4: 2^64 bytes
+       "cannot allocate more than 2^64 bytes (shape [1152921504606846976]) on cpu:0: more than 2^63 - 1 bytes, "
+       "which no allocator can address"},
+  };
+  DLPackManagedTensorAllocator previous = TPEnvGetAllocator();
+  for (DLPackManagedTensorAllocator bound : {previous, &CountingAllocator}) {
+    TPEnvSetAllocator(bound);
+    const int allocs = g_allocs;
+    for (const Case& c : cases) {
+      Caught caught = Catch([&] {
+        tp::Tensor::FromEnvAlloc(tp::IntArrayView(c.shape.data(), c.shape.size()), c.dtype, tp::kCPU);
+      });
+      EXPECT(caught.kind == "MemoryError" && caught.message == c.message);
+    }
+    Caught caught = Catch([] { tp::Tensor::FromEnvAlloc({2, 3}, DLDataType{kDLFloat, 32, 0}, tp::kCPU); });
+    EXPECT(caught.kind == "ValueError" && caught.message == "cannot allocate a tensor: the dtype has 0 bits or 0 lanes");
+    EXPECT(g_allocs == allocs);  // the bound allocator was never asked
+  }
+  TPEnvSetAllocator(previous);
 }
 
 void TestBoundAllocator() {
@@ -305,7 +349,7 @@ void TestBoundAllocator() {
     // with the first line of its reason.
     c = Catch([] { tp::Tensor::FromEnvAlloc({4}, tp::kUInt16, tp::kCPU); });
     EXPECT(c.kind == "TypeError" &&
-           c.message == "cannot allocate a uint16 tensor on cpu:0: the allocator refuses this dtype or device "
+           c.message == "cannot allocate a uint16 tensor on cpu:0: the allocator refuses this dtype "
                         "(even for an empty tensor): Unsupported dtype");
     // Allocation is per thread: another thread uses the default allocator.
     int allocs_before = g_allocs;
@@ -547,6 +591,16 @@ struct CountingNDAlloc {
   }
 };
 
+// Counts the requests and refuses each (allocates nothing, whatever the shape).
+struct RefusingNDAlloc {
+  int* asked;
+  void AllocData(DLTensor*) {
+    ++*asked;
+    TENSORPLUG_THROW(RuntimeError) << "refused";
+  }
+  void FreeData(DLTensor*) {}
+};
+
 void TestNDAlloc() {
   int frees = 0;
   {
@@ -562,6 +616,15 @@ void TestNDAlloc() {
     EXPECT(frees == 1);
   }
   EXPECT(frees == 1);
+  // An element count past 2^63 - 1 (2^32 x 2^32 wraps to 0) never reaches AllocData.
+  const int64_t p = 1;
+  int asked = 0;
+  Caught c = Catch([&] { tp::Tensor::FromNDAlloc(RefusingNDAlloc{&asked}, {p << 32, p << 32}, tp::kFloat32, tp::kCPU); });
+  EXPECT(asked == 0 && c.kind == "MemoryError" &&
+         c.message == "FromNDAlloc: shape [4294967296, 4294967296] has more than 2^63 - 1 elements (element counts "
+                      "and strides are int64)");
+  c = Catch([&] { tp::Tensor::FromNDAlloc(RefusingNDAlloc{&asked}, {0, p << 62, p << 62}, tp::kFloat32, tp::kCPU); });
+  EXPECT(asked == 1 && c.kind == "RuntimeError");  // empty, so the allocator is asked
 }
 
 void TestHelpers() {
@@ -601,6 +664,7 @@ int main() {
     TestStorage();
     TestEnvAlloc();
     TestDefaultAllocatorLimits();
+    TestOverflowingShapes();
     TestBoundAllocator();
     TestAllocatorResultChecked();
     TestLentTensors();

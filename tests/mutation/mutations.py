@@ -21,7 +21,8 @@ class Mutation(NamedTuple):
     why: str
 
 
-ARGUMENTS = "csrc/python/arguments.cc"  # argument conversion, the primary tensor
+ARGUMENTS = "csrc/python/arguments.cc"  # argument conversion: labels, handles, the converter table
+TENSOR_ARGUMENTS = "csrc/python/tensor_arguments.cc"  # tensor arguments, the primary tensor, written ones
 CALL_ENV = "csrc/python/call_env.h"     # what a call sets and restores (stream, allocator, output)
 ERRORS = "csrc/python/errors.cc"        # error kinds to Python exceptions
 VALUES = "csrc/python/values.cc"        # results to Python (output conversion)
@@ -35,7 +36,7 @@ def kit(selection: str) -> tuple[str, ...]:
 
 MUTATIONS = [
     # ---- the five bugs issue 15 found unguarded ----------------------------------------
-    Mutation("primary-first-tensor", ARGUMENTS,
+    Mutation("primary-first-tensor", TENSOR_ARGUMENTS,
              "if (frame.primary < 0 || (frame.primary_device.device_type == kDLCPU && view->device.device_type != kDLCPU)) {",
              "if (frame.primary < 0) {",
              (DEVICE_RULES,), "the first tensor is primary even when a later one is on a GPU"),
@@ -70,7 +71,7 @@ MUTATIONS = [
              "wrapped->flags &= ~uint64_t(DLPACK_FLAG_BITMASK_READ_ONLY);", "",
              (DEVICE_RULES, "-k", "fresh_allocations"), "tensors a Python allocator makes keep a read-only flag"),
     # ---- read-only ------------------------------------------------------------------------
-    Mutation("read-only-probe-ignored", ARGUMENTS,
+    Mutation("read-only-probe-ignored", TENSOR_ARGUMENTS,
              "(table->read_only == ReadOnlyPolicy::kProbe && table->is_read_only(obj))", "false",
              kit("TestReadOnly and numpy"), "read-only numpy arrays enter kernels writable"),
     Mutation("mutable-data-ptr-unchecked", "csrc/include/tensorplug/tensor.h",
@@ -109,7 +110,7 @@ MUTATIONS = [
     Mutation("results-never-converted", VALUES,
              "if (!output) return TensorFromManaged(managed);", "return TensorFromManaged(managed);",
              kit("TestOutput and numpy"), "results come back as tensorplug.Tensor, not the caller's type"),
-    Mutation("complex-check-skipped", ARGUMENTS,
+    Mutation("complex-check-skipped", TENSOR_ARGUMENTS,
              "if (table->complex_check && view->dtype.code == kDLComplex) {", "if (false) {",
              ("tests/test_bad_input.py", "-k", "conjugate"), "torch conjugate views pass silently"),
     # ---- lifetime -------------------------------------------------------------------------
@@ -141,7 +142,7 @@ MUTATIONS = [
              "            self.sources.setdefault(id(plugin), (None, None))\n",
              ("tests/test_adapter_registry.py",), "a newly registered adapter is not asked for cached types"),
     # ---- written parameters ---------------------------------------------------------------
-    Mutation("read-only-lent-for-writing", ARGUMENTS,
+    Mutation("read-only-lent-for-writing", TENSOR_ARGUMENTS,
              "if (frame.packed[i].flags & TP_ANY_FLAG_READ_ONLY) return RefuseReadOnly(",
              "if (false) return RefuseReadOnly(",
              ("tests/test_mview.py", "-k", "refused_before_the_call"),

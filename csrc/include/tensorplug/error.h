@@ -8,7 +8,12 @@
 #ifndef TENSORPLUG_ERROR_H_
 #define TENSORPLUG_ERROR_H_
 
+#include <cstdlib>
 #include <exception>
+#include <typeinfo>
+#if defined(__GLIBCXX__) || defined(_LIBCPP_VERSION)
+#include <cxxabi.h>
+#endif
 #include <memory>
 #include <new>
 #include <sstream>
@@ -113,11 +118,27 @@ inline std::string InternalCheckNote(const char* condition, const char* file, in
   throw Error("RuntimeError", "a tensorplug call failed without recording an error");
 }
 
+// The demangled type of the exception being handled ("mylib::Oops"), or "" where the C++
+// library cannot say.
+inline std::string CurrentExceptionTypeName() {
+#if defined(__GLIBCXX__) || defined(_LIBCPP_VERSION)
+  const std::type_info* type = abi::__cxa_current_exception_type();
+  if (type == nullptr) return "";
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(type->name(), nullptr, nullptr, &status),
+                                                   std::free);
+  return status == 0 && demangled ? demangled.get() : type->name();
+#else
+  return "";
+#endif
+}
+
 /*!
  * \brief Record the exception being handled with TPErrorSet; call only inside a catch block.
+ * `function` (optional) names the function that threw, for exceptions without a message.
  * Never throws: this is the last step before returning -1 across the C boundary.
  */
-inline void SetErrorFromCurrentException() noexcept {
+inline void SetErrorFromCurrentException(const char* function = nullptr) noexcept {
   try {
     throw;
   } catch (const Error& e) {
@@ -133,7 +154,16 @@ inline void SetErrorFromCurrentException() noexcept {
   } catch (const std::exception& e) {
     TPErrorSet("RuntimeError", e.what());
   } catch (...) {
-    TPErrorSet("RuntimeError", "unknown exception");
+    // Not a std::exception: no message to carry, so say where and what was thrown.
+    try {
+      const std::string type = CurrentExceptionTypeName();
+      std::string message = function != nullptr ? std::string(function) + "() threw " : std::string("threw ");
+      message += type.empty() ? "a C++ exception" : "a C++ exception of type " + type;
+      message += " (not derived from std::exception)";
+      TPErrorSet("RuntimeError", message.c_str());
+    } catch (...) {
+      TPErrorSet("RuntimeError", "a C++ exception not derived from std::exception");
+    }
   }
 }
 

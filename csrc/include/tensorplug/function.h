@@ -396,7 +396,7 @@ int InvokeImpl(const CallInfo& info, Fn& fn, const TPAny* args, int32_t nargs, T
     }
     return 0;
   } catch (...) {
-    SetErrorFromCurrentException();
+    SetErrorFromCurrentException(info.function);
     return -1;
   }
 }

@@ -543,7 +543,11 @@ TENSORPLUG_PRIVATE_COLD_NORETURN inline void ThrowBadShape(IntArrayView shape, c
     TENSORPLUG_THROW(ValueError) << where << ": " << shape.size() << " dimensions; tensorplug supports at most "
                                  << TP_MAX_NDIM;
   }
-  TENSORPLUG_THROW(ValueError) << where << ": negative extent in shape " << shape;
+  for (int64_t extent : shape) {
+    if (extent < 0) TENSORPLUG_THROW(ValueError) << where << ": negative extent in shape " << shape;
+  }
+  TENSORPLUG_THROW(MemoryError) << where << ": shape " << shape
+                                << " has more than 2^63 - 1 elements (element counts and strides are int64)";
 }
 
 // A failed env allocation of `shape`: a negative extent is named as the kernel API names
@@ -559,9 +563,19 @@ TENSORPLUG_PRIVATE_COLD_NORETURN inline void ThrowAllocFailure(IntArrayView shap
 }
 
 // Inline (every allocation checks its shape); the message is built out of line.
+// A non-empty shape of more than 2^63 - 1 elements is refused before the allocator sees it:
+// 2^32 x 2^32 elements wrap to 0 in 64 bits, and an allocator sizing from it would return
+// an empty block.
 inline int32_t CheckShape(IntArrayView shape, const char* where) {
   bool ok = shape.size() <= TP_MAX_NDIM;
-  for (int64_t extent : shape) ok &= extent >= 0;
+  bool empty = false, overflow = false;
+  uint64_t numel = 1;
+  for (int64_t extent : shape) {
+    ok &= extent >= 0;
+    empty |= extent == 0;
+    overflow |= __builtin_mul_overflow(numel, static_cast<uint64_t>(extent), &numel);
+  }
+  ok &= empty || (!overflow && numel <= static_cast<uint64_t>(INT64_MAX));
   if (TENSORPLUG_PRIVATE_UNLIKELY(!ok)) ThrowBadShape(shape, where);
   return static_cast<int32_t>(shape.size());
 }

@@ -100,7 +100,7 @@
 
 /*
  * Parameter kinds of a signature string ("x:view;n:?int->tensor", see c_api.h):
- * X(Id, "name"). Adding a kind: one entry here, one converter in csrc/python/arguments.cc
+ * X(Id, "name"). Adding a kind: one entry here, one converter declared in csrc/python/converters.h
  * (docs/adapters.md, "Adding an argument kind").
  */
 #define TP_PARAM_KINDS(X) \
