@@ -215,9 +215,11 @@ def _float_of(args_address, i):
 
 # ------------------------------------------------------------------ declarations ----
 _TYPE = re.compile(r"\s*([a-z0-9_]+)\s*(?:\[\s*(:(?:\s*,\s*:)*)?\s*\])?\s*")
+# The dtypes Numba arrays hold, read from the vocabulary: numpy's integer, float (but not
+# float16, which Numba cannot compute with), complex and bool types (DLPack codes int 0,
+# uint 1, float 2, complex 5, bool 6), whole bytes only.
 _ARRAY_DTYPES = {name: (code, bits) for name, code, bits in _DTYPES
-                 if name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                             "float32", "float64", "complex64", "complex128")}
+                 if code in (0, 1, 2, 5, 6) and bits >= 8 and name != "float16"}
 # int32 is left out: narrowing a Python int could change its value silently.
 _SCALARS = {"int64": "int", "float64": "float", "float32": "float", "bool": "bool"}
 

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "tensorplug/c_api.h"
+#include "tensorplug/vocabulary.h"
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TPGEN_UNUSED __attribute__((unused))
@@ -112,10 +113,10 @@ static TPGEN_UNUSED void tpgen_append_dtype(TPGenCall* call, size_t* used, DLDat
 
 static TPGEN_UNUSED void tpgen_append_device(TPGenCall* call, size_t* used, int32_t device_type) {
   switch (device_type) {
-    case kDLCPU: tpgen_append(call, used, "cpu"); break;
-    case kDLCUDA: tpgen_append(call, used, "cuda"); break;
-    case kDLCUDAHost: tpgen_append(call, used, "cuda_host"); break;
-    case kDLROCM: tpgen_append(call, used, "rocm"); break;
+#define TPGEN_DEVICE_CASE(code, name) \
+    case code: tpgen_append(call, used, name); break;
+    TP_DEVICE_TYPES(TPGEN_DEVICE_CASE)
+#undef TPGEN_DEVICE_CASE
     default:
       tpgen_append(call, used, "device type ");
       tpgen_append_int(call, used, device_type);
