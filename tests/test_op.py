@@ -84,6 +84,25 @@ def test_declarative_expressions(ops):
     assert spec == TensorSpec((3,), "float32", Device("cuda", 2))
 
 
+def test_negative_shape_indices_count_from_the_last_dimension(ops):
+    mod = ops.module
+    last = tensorplug.op("tptest_rules::last_dims", mod.pad,
+                         returns=Output(shape=("x.shape[-1]", "x.shape[-2]", "x.shape[-3]", "x.shape[1]"), dtype="x"))
+    (spec,) = last.output_specs({"x": _spec(2, 5, 11), "before": 0, "after": 0, "value": 0.0})
+    assert spec.shape == (11, 5, 2, 5)
+
+
+def test_like_with_a_dtype_keeps_shape_and_device_and_takes_the_dtype(ops):
+    mod = ops.module
+    x = _spec(4, 5, dtype="float64", device=("cuda", 1))
+    for dtype in ("float16", np.int32):
+        half = tensorplug.op(f"tptest_rules::scale_as_{tensorplug.shapes.dtype_name(dtype)}", mod.scale,
+                             returns=like("x", dtype=dtype))
+        assert half.output_specs({"x": x, "alpha": 1.0, "bias": None}) == (
+            TensorSpec((4, 5), tensorplug.shapes.dtype_name(dtype), Device("cuda", 1)),)
+    assert like("x", dtype="float16").dtype == "float16" and like("x").dtype == "x"
+
+
 @pytest.mark.parametrize("returns, message", [
     (like("y"), "returns shape: 'y' is not a tensor parameter (tensor parameters: x)"),
     (Output(shape=("x.shape[0]", "value + 1"), dtype="x"),
