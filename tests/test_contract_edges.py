@@ -222,9 +222,14 @@ def test_the_kits_value_check_refuses_another_dtype(dtype):
 
 # ------------------------------------------------------------ the compat layer ----
 COMPAT_SOURCE = r"""
+#include <tuple>
 int64_t data_size(int64_t numel, int64_t code, int64_t bits, int64_t lanes) {
   DLDataType dtype{static_cast<uint8_t>(code), static_cast<uint8_t>(bits), static_cast<uint16_t>(lanes)};
   return static_cast<int64_t>(tvm::ffi::GetDataSize(static_cast<size_t>(numel), dtype));
+}
+// (the free function on the DLTensor, the member)
+std::tuple<bool, bool> compat_contiguous(tvm::ffi::TensorView x) {
+  return {tvm::ffi::IsContiguous(*x.operator->()), x.IsContiguous()};
 }
 """
 
@@ -237,9 +242,20 @@ int64_t data_size(int64_t numel, int64_t code, int64_t bits, int64_t lanes) {
     (0, 2, 32, 4, 0),
 ])
 def test_compat_get_data_size_counts_lanes(numel, code, bits, lanes, nbytes):
-    compat = cpp.load_inline("contract_edges_compat", cpp_sources=COMPAT_SOURCE, functions=["data_size"],
-                             compat="tvm_ffi")
-    assert compat.data_size(numel, code, bits, lanes) == nbytes
+    assert compat().data_size(numel, code, bits, lanes) == nbytes
+
+
+def compat():
+    return cpp.load_inline("contract_edges_compat", cpp_sources=COMPAT_SOURCE,
+                           functions=["data_size", "compat_contiguous"], compat="tvm_ffi")
+
+
+@pytest.mark.parametrize("shape", [(0, 2), (2, 0), (3, 0, 2)])
+def test_compat_is_contiguous_calls_every_empty_tensor_contiguous(shape):
+    # numpy gives empty arrays zero strides: whichever dimension is 0, the tensor is empty
+    # (docs/migration.md: IsContiguous means native is_contiguous(), which says so).
+    x = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), shape=shape, strides=(0,) * len(shape))
+    assert compat().compat_contiguous(x) == (True, True)
 
 
 # ------------------------------------------------------------- jax.jit results ----

@@ -92,6 +92,16 @@ def test_negative_shape_indices_count_from_the_last_dimension(ops):
     assert spec.shape == (11, 5, 2, 5)
 
 
+def test_a_rule_giving_a_negative_dimension_is_an_error_naming_the_op(ops):
+    mod = ops.module
+    short = tensorplug.op("tptest_rules::negative", mod.pad, returns=Output(shape=("x.shape[0] - before",), dtype="x"))
+    with pytest.raises(ValueError) as info:
+        short.output_specs({"x": _spec(2, 3), "before": 5, "after": 0, "value": 0.0})
+    assert str(info.value) == ("tptest_rules::negative: output rule: result 0 has shape (-3,), with a negative "
+                               "dimension (arguments: x.shape=(2, 3), before=5, after=0, value=0.0)")
+    assert short.output_specs({"x": _spec(5, 3), "before": 5, "after": 0, "value": 0.0}) == (_spec(0),)
+
+
 def test_like_with_a_dtype_keeps_shape_and_device_and_takes_the_dtype(ops):
     mod = ops.module
     x = _spec(4, 5, dtype="float64", device=("cuda", 1))
