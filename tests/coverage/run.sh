@@ -27,12 +27,13 @@ mkdir -p "$DATA"
 start=$(date +%s)
 
 # ---- 1. a venv layered over the current environment's packages ---------------------------
-base_site=$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+# Every site-packages directory of the current interpreter (a venv may itself be layered).
+base_sites=$("$PYTHON" -c 'import sys; print("\n".join(p for p in sys.path if p.endswith("-packages")))')
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv --without-pip "$VENV"
 fi
 site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-echo "$base_site" > "$site/_tensorplug_coverage_layer.pth"
+echo "$base_sites" > "$site/_tensorplug_coverage_layer.pth"
 for module in coverage gcovr; do
   "$VENV/bin/python" -c "import $module" 2>/dev/null || {
     echo "coverage: $module is not installed (pip install \".[test]\")" >&2; exit 2; }
