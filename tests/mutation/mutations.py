@@ -217,4 +217,11 @@ MUTATIONS = [
     Mutation("size-1-stride-decides-contiguity", "csrc/include/tensorplug/tensor.h",
              "    if (t.shape[i] == 1) continue;\n", "",
              (EDGES, "-k", "size_1"), "is_contiguous() is false for a compact tensor with an odd stride on a size-1 dim"),
+    # ---- the two bugs the property-based tests found (fixed) -------------------------------
+    Mutation("compat-empty-contiguous-by-position", "csrc/include/compat/tvm_ffi/tvm/ffi/container/tensor.h",
+             "    if (tensor.shape[i] == 0) return true;\n  }\n", "  }\n",
+             (EDGES, "-k", "empty_tensor"), "compat IsContiguous judges an empty tensor by its strides"),
+    Mutation("negative-rule-dimension-unchecked", "core/tensorplug/ops.py",
+             "if any(isinstance(extent, int) and extent < 0 for extent in spec.shape):", "if False:",
+             ("tests/test_op.py", "-k", "negative_dimension"), "a rule's negative dimension reaches jax and torch"),
 ]
