@@ -71,10 +71,11 @@ run_done=$(date +%s)
 "$VENV/bin/python" -m coverage combine --quiet
 "$VENV/bin/python" -m coverage report --skip-covered --sort=cover > "$WORK/python.txt" || true
 "$VENV/bin/python" -m coverage json --quiet -o "$WORK/python.json"
-# Throw branches (every call that may throw) and unreachable ones are noise in C++ branch counts.
+# Throw branches (every call that may throw) and unreachable ones are noise in C++ branch
+# counts; --merge-lines counts a line of a template once, not once per instantiation.
 "$VENV/bin/python" -m gcovr --root "$ROOT" --object-directory "$BUILD" --filter "$ROOT/csrc/" \
   --exclude "$ROOT/csrc/include/compat/" --exclude-throw-branches --exclude-unreachable-branches \
-  --gcov-ignore-parse-errors=negative_hits.warn_once_per_file --merge-mode-functions=separate \
+  --gcov-ignore-parse-errors=negative_hits.warn_once_per_file --merge-lines \
   --txt "$WORK/cxx.txt" --json-summary "$WORK/cxx.json" --json-summary-pretty
 cat "$WORK/python.txt" "$WORK/cxx.txt"
 echo "coverage: build $((build_done - start)) s, tests $((run_done - build_done)) s, pytest exit status $status"
