@@ -126,6 +126,8 @@ def test_like_with_a_dtype_keeps_shape_and_device_and_takes_the_dtype(ops):
      "such as 'float32'"),
     (Output(shape=("before",), dtype="before"), "returns dtype: parameter 'before' is a int, not a tensor or a dtype"),
     (Output(shape=("before",), dtype="x", device="tpu"), "returns device: 'tpu' is neither a parameter nor a device"),
+    (Output(shape=("before",), dtype="x", device="value"),
+     "returns device: parameter 'value' is a float, not a tensor or a device"),
     ("x", "returns: expected a tensorplug.Output, tensorplug.like(...) or a shape function (a tuple of them, one "
           "per output, for a kernel returning several tensors), got 'x'"),
 ])
