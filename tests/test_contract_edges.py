@@ -52,6 +52,17 @@ void* pointer_result(bool null) {
   return null ? nullptr : &target;
 }
 
+// The same through the C ABI, as a C kernel returns it: a kTPOpaquePtr holding NULL.
+extern "C" TP_EXPORT int __tensorplug_raw_null_pointer(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
+  (void)self;
+  (void)args;
+  (void)nargs;
+  result->type_index = kTPOpaquePtr;
+  result->flags = 0;
+  result->v_ptr = nullptr;
+  return 0;
+}
+
 // The address of a fresh (3, 3, ...) int32 tensor of `ndim` dims from the env allocator
 // (no tensor argument: the default CPU allocator).
 int64_t fresh_address(int64_t ndim) {
@@ -143,7 +154,8 @@ def test_vector_lanes_count_in_the_size(mod):
 
 # --------------------------------------------------------------------- results ----
 def test_a_null_pointer_result_is_none(mod):
-    assert mod.pointer_result(True) is None
+    assert mod.pointer_result(True) is None  # the C++ caster's nullptr
+    assert mod.raw_null_pointer() is None  # a C kernel's kTPOpaquePtr of NULL
     handle = mod.pointer_result(False)
     assert type(handle) is tensorplug.Handle and handle.address != 0
 

@@ -198,6 +198,11 @@ MUTATIONS = [
     Mutation("null-pointer-result-is-a-handle", VALUES,
              "if (!value->v_ptr) Py_RETURN_NONE;", "",
              (EDGES, "-k", "null_pointer"), "a kernel's NULL void* comes back as a Handle at address 0, not None"),
+    Mutation("null-void-star-packed-as-pointer", "csrc/include/tensorplug/caster.h",
+             "    if (value == nullptr) {\n      *out = detail::MakeNone();\n    } else {\n      out->v_ptr = value;\n"
+             "      out->type_index = kTPOpaquePtr;\n    }\n",
+             "    out->v_ptr = value;\n    out->type_index = kTPOpaquePtr;\n",
+             (EDGES, "-k", "null_pointer"), "a C++ kernel's nullptr void* result is packed as a pointer, not None"),
     Mutation("numpy-subclass-to-dlpack", "plugins/tensorplug_adapters/numpy.py",
              "issubclass(tensor_type, np.ndarray)", "tensor_type is np.ndarray",
              (EDGES, "-k", "subclasses"), "numpy.ndarray subclasses fall through to the DLPack fallback"),
