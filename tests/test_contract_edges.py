@@ -63,6 +63,9 @@ extern "C" TP_EXPORT int __tensorplug_raw_null_pointer(void* self, const TPAny* 
   return 0;
 }
 
+// f(true) called through the C ABI (f: pointer_result): whether a C++ caller gets None too.
+bool null_result_is_none(tp::Function f) { return f(true).is_none(); }
+
 // The address of a fresh (3, 3, ...) int32 tensor of `ndim` dims from the env allocator
 // (no tensor argument: the default CPU allocator).
 int64_t fresh_address(int64_t ndim) {
@@ -86,7 +89,8 @@ tp::Tensor call_then_alloc(tp::TensorView x, tp::Function f) {
 }
 """
 
-FUNCTIONS = ["store_same_pointer_twice", "deletions", "write_through_mutable_view", "pointer_result", "fresh_address", "alloc_dtype", "is_contiguous",
+FUNCTIONS = ["store_same_pointer_twice", "deletions", "write_through_mutable_view", "pointer_result",
+             "null_result_is_none", "fresh_address", "alloc_dtype", "is_contiguous",
              "call_then_alloc"]
 
 
@@ -156,6 +160,7 @@ def test_vector_lanes_count_in_the_size(mod):
 def test_a_null_pointer_result_is_none(mod):
     assert mod.pointer_result(True) is None  # the C++ caster's nullptr
     assert mod.raw_null_pointer() is None  # a C kernel's kTPOpaquePtr of NULL
+    assert mod.null_result_is_none(mod.pointer_result) is True  # C++ calling C++: None, not a NULL pointer
     handle = mod.pointer_result(False)
     assert type(handle) is tensorplug.Handle and handle.address != 0
 

@@ -34,6 +34,10 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "$base_sites" > "$site/_tensorplug_coverage_layer.pth"
+# Python processes the tests start (the CLI, subprocess tests) are measured too: coverage's
+# own startup hook is not run from a layered directory, so this venv gets one of its own
+# (active only while COVERAGE_PROCESS_START is set).
+echo "import coverage; coverage.process_startup()" > "$site/_tensorplug_coverage_subprocess.pth"
 for module in coverage gcovr; do
   "$VENV/bin/python" -c "import $module" 2>/dev/null || {
     echo "coverage: $module is not installed (pip install \".[test]\")" >&2; exit 2; }
@@ -58,6 +62,7 @@ if [ $# -eq 0 ]; then
   mapfile -t selection < <(grep -v -E '^\s*(#|$)' tests/coverage/selection.txt)
 fi
 export COVERAGE_RCFILE="$ROOT/tests/coverage/coveragerc" COVERAGE_FILE="$DATA/.coverage"
+export COVERAGE_PROCESS_START="$COVERAGE_RCFILE"
 export TENSORPLUG_CACHE_DIR="$WORK/kernel-cache"  # kernels compiled for this build only
 export PATH="$VENV/bin:$PATH"
 unset VIRTUAL_ENV PYTHONPATH
