@@ -102,6 +102,18 @@ def test_a_rule_giving_a_negative_dimension_is_an_error_naming_the_op(ops):
     assert short.output_specs({"x": _spec(5, 3), "before": 5, "after": 0, "value": 0.0}) == (_spec(0),)
 
 
+def test_unary_minus_and_the_default_device_without_tensor_arguments(ops):
+    mod = ops.module
+    negated = tensorplug.op("tptest_rules::negated", mod.pad, returns=Output(shape=("-before + 10", "-(-after)"),
+                                                                          dtype="x"))
+    (spec,) = negated.output_specs({"x": _spec(2), "before": 4, "after": 3, "value": 0.0})
+    assert spec.shape == (6, 3)
+    # No tensor argument and no device in the rule: the CPU, device 0.
+    on_cpu = tensorplug.op("tptest_rules::arange_default_device", mod.arange,
+                           returns=Output(shape=("n",), dtype="dtype"))
+    assert on_cpu.output_specs({"n": 7, "dtype": "float64", "device": "cuda:1"}) == (_spec(7, dtype="float64"),)
+
+
 def test_like_with_a_dtype_keeps_shape_and_device_and_takes_the_dtype(ops):
     mod = ops.module
     x = _spec(4, 5, dtype="float64", device=("cuda", 1))
@@ -128,6 +140,10 @@ def test_like_with_a_dtype_keeps_shape_and_device_and_takes_the_dtype(ops):
     (Output(shape=("before",), dtype="x", device="tpu"), "returns device: 'tpu' is neither a parameter nor a device"),
     (Output(shape=("before",), dtype="x", device="value"),
      "returns device: parameter 'value' is a float, not a tensor or a device"),
+    (Output(shape=("x.shape[",), dtype="x"), "returns shape[0]: 'x.shape[' is not an expression"),
+    (Output(shape=("x.size[0]",), dtype="x"),
+     "returns shape[0]: 'x.size[0]': only integers, integer parameters, x.shape[i], sizes[i], xs[i].shape[j], "
+     "len(xs), + - * // % and parentheses are allowed (use a shape function for the rest)"),
     ("x", "returns: expected a tensorplug.Output, tensorplug.like(...) or a shape function (a tuple of them, one "
           "per output, for a kernel returning several tensors), got 'x'"),
 ])

@@ -159,9 +159,10 @@ _op_names = itertools.count()
 @st.composite
 def dim_expressions(draw, ndim):
     """An output-rule dimension over tensor ``x`` (``ndim`` dims) and int ``n``: literals,
-    ``x.shape[i]`` (negative i included) and ``n``, joined by + - * // %."""
-    atoms = st.one_of(st.integers(0, 9).map(str), st.integers(-ndim, ndim - 1).map(lambda i: f"x.shape[{i}]"),
+    ``x.shape[i]`` (negative i included) and ``n``, negated or not, joined by + - * // %."""
+    plain = st.one_of(st.integers(0, 9).map(str), st.integers(-ndim, ndim - 1).map(lambda i: f"x.shape[{i}]"),
                       st.just("n"))
+    atoms = st.one_of(plain, plain.map(lambda a: f"(-{a})"))
     text = draw(atoms)
     for _ in range(draw(st.integers(0, 3))):
         op = draw(st.sampled_from(["+", "-", "*", "//", "%"]))
