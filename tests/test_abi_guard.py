@@ -72,14 +72,15 @@ def test_libtensorplug_itself_has_no_record():
     assert _abi_symbols(Path(cpp.lib_dir()) / "libtensorplug.so") == []
 
 
-def test_library_built_for_another_abi_is_refused_before_its_code_runs(tmp_path):
-    # The headers of a (future) tensorplug with ABI 2: the same files, the version macro changed.
+@pytest.mark.parametrize("other_abi", [2, 0])
+def test_library_built_for_another_abi_is_refused_before_its_code_runs(tmp_path, other_abi):
+    # The headers of a (future, 2, or older, 0) tensorplug: the same files, the version macro changed.
     include = tmp_path / "include"
     shutil.copytree(cpp.include_dir(), include)
     header = include / "tensorplug" / "c_api.h"
     text = header.read_text()
     assert "#define TENSORPLUG_ABI_VERSION 1\n" in text
-    header.write_text(text.replace("#define TENSORPLUG_ABI_VERSION 1\n", "#define TENSORPLUG_ABI_VERSION 2\n"))
+    header.write_text(text.replace("#define TENSORPLUG_ABI_VERSION 1\n", f"#define TENSORPLUG_ABI_VERSION {other_abi}\n"))
     # A static constructor that would leave a marker file if the library's code ever ran.
     marker = tmp_path / "constructor-ran"
     (tmp_path / "ctor.c").write_text(
@@ -87,16 +88,16 @@ def test_library_built_for_another_abi_is_refused_before_its_code_runs(tmp_path)
         "__attribute__((constructor)) static void mark(void) {\n"
         f"  FILE* f = fopen(\"{marker}\", \"w\"); if (f) fclose(f);\n"
         "}\n")
-    lib = _compile([ADD_ONE, tmp_path / "ctor.c"], tmp_path / "libabi2.so", "-std=c11", includes=include)
+    lib = _compile([ADD_ONE, tmp_path / "ctor.c"], tmp_path / f"libabi{other_abi}.so", "-std=c11", includes=include)
     assert _abi_symbols(lib) == [("OBJECT", "WEAK", "DEFAULT")]
     with pytest.raises(ValueError) as info:
         tensorplug.load_module(lib)
     assert str(info.value) == (
-        f"kernel library '{lib}' was built for tensorplug ABI 2, this runtime is ABI 1: rebuild it against the "
+        f"kernel library '{lib}' was built for tensorplug ABI {other_abi}, this runtime is ABI 1: rebuild it against the "
         "headers of the installed tensorplug (tensorplug config --includedir)")
     assert not marker.exists(), "the refused library's constructor ran"
     # The same sources against the installed headers load and run.
-    ok = _compile([ADD_ONE, tmp_path / "ctor.c"], tmp_path / "libabi1.so", "-std=c11")
+    ok = _compile([ADD_ONE, tmp_path / "ctor.c"], tmp_path / "libabi_current.so", "-std=c11")
     assert tensorplug.load_module(ok).functions == ("add_one",)
     assert marker.exists()
 

@@ -84,6 +84,47 @@ def test_declarative_expressions(ops):
     assert spec == TensorSpec((3,), "float32", Device("cuda", 2))
 
 
+def test_negative_shape_indices_count_from_the_last_dimension(ops):
+    mod = ops.module
+    last = tensorplug.op("tptest_rules::last_dims", mod.pad,
+                         returns=Output(shape=("x.shape[-1]", "x.shape[-2]", "x.shape[-3]", "x.shape[1]"), dtype="x"))
+    (spec,) = last.output_specs({"x": _spec(2, 5, 11), "before": 0, "after": 0, "value": 0.0})
+    assert spec.shape == (11, 5, 2, 5)
+
+
+def test_a_rule_giving_a_negative_dimension_is_an_error_naming_the_op(ops):
+    mod = ops.module
+    short = tensorplug.op("tptest_rules::negative", mod.pad, returns=Output(shape=("x.shape[0] - before",), dtype="x"))
+    with pytest.raises(ValueError) as info:
+        short.output_specs({"x": _spec(2, 3), "before": 5, "after": 0, "value": 0.0})
+    assert str(info.value) == ("tptest_rules::negative: output rule: result 0 has shape (-3,), with a negative "
+                               "dimension (arguments: x.shape=(2, 3), before=5, after=0, value=0.0)")
+    assert short.output_specs({"x": _spec(5, 3), "before": 5, "after": 0, "value": 0.0}) == (_spec(0),)
+
+
+def test_unary_minus_and_the_default_device_without_tensor_arguments(ops):
+    mod = ops.module
+    negated = tensorplug.op("tptest_rules::negated", mod.pad, returns=Output(shape=("-before + 10", "-(-after)"),
+                                                                          dtype="x"))
+    (spec,) = negated.output_specs({"x": _spec(2), "before": 4, "after": 3, "value": 0.0})
+    assert spec.shape == (6, 3)
+    # No tensor argument and no device in the rule: the CPU, device 0.
+    on_cpu = tensorplug.op("tptest_rules::arange_default_device", mod.arange,
+                           returns=Output(shape=("n",), dtype="dtype"))
+    assert on_cpu.output_specs({"n": 7, "dtype": "float64", "device": "cuda:1"}) == (_spec(7, dtype="float64"),)
+
+
+def test_like_with_a_dtype_keeps_shape_and_device_and_takes_the_dtype(ops):
+    mod = ops.module
+    x = _spec(4, 5, dtype="float64", device=("cuda", 1))
+    for dtype in ("float16", np.int32):
+        half = tensorplug.op(f"tptest_rules::scale_as_{tensorplug.shapes.dtype_name(dtype)}", mod.scale,
+                             returns=like("x", dtype=dtype))
+        assert half.output_specs({"x": x, "alpha": 1.0, "bias": None}) == (
+            TensorSpec((4, 5), tensorplug.shapes.dtype_name(dtype), Device("cuda", 1)),)
+    assert like("x", dtype="float16").dtype == "float16" and like("x").dtype == "x"
+
+
 @pytest.mark.parametrize("returns, message", [
     (like("y"), "returns shape: 'y' is not a tensor parameter (tensor parameters: x)"),
     (Output(shape=("x.shape[0]", "value + 1"), dtype="x"),
@@ -97,6 +138,12 @@ def test_declarative_expressions(ops):
      "such as 'float32'"),
     (Output(shape=("before",), dtype="before"), "returns dtype: parameter 'before' is a int, not a tensor or a dtype"),
     (Output(shape=("before",), dtype="x", device="tpu"), "returns device: 'tpu' is neither a parameter nor a device"),
+    (Output(shape=("before",), dtype="x", device="value"),
+     "returns device: parameter 'value' is a float, not a tensor or a device"),
+    (Output(shape=("x.shape[",), dtype="x"), "returns shape[0]: 'x.shape[' is not an expression"),
+    (Output(shape=("x.size[0]",), dtype="x"),
+     "returns shape[0]: 'x.size[0]': only integers, integer parameters, x.shape[i], sizes[i], xs[i].shape[j], "
+     "len(xs), + - * // % and parentheses are allowed (use a shape function for the rest)"),
     ("x", "returns: expected a tensorplug.Output, tensorplug.like(...) or a shape function (a tuple of them, one "
           "per output, for a kernel returning several tensors), got 'x'"),
 ])

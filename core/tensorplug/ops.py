@@ -214,6 +214,11 @@ class Op:
             specs = self._rule(bound)
         except (RuleError, TypeError) as e:
             raise type(e)(f"{self.name}: output rule: {e}") from None
+        for k, spec in enumerate(specs):
+            # Here, not in the compiler: jax and torch would report an obscure error of their own.
+            if any(isinstance(extent, int) and extent < 0 for extent in spec.shape):  # symbolic sizes: no guard
+                raise RuleError(f"{self.name}: output rule: result {k} has shape {spec.shape}, with a negative "
+                                f"dimension (arguments: {_describe_bound(bound)})")
         return specs
 
     def check_results(self, returned, declared) -> None:
@@ -356,3 +361,9 @@ def _adapters_changed(plugin) -> None:
 registry.listeners.append(_adapters_changed)
 
 __all__ = ["Op", "Param", "get_op", "op", "parse_signature"]
+
+
+def _describe_bound(bound: dict[str, Any]) -> str:
+    """``x=TensorSpec(...)`` pairs become ``x.shape=(2, 3)``: what a rule's error names."""
+    return ", ".join(f"{name}.shape={value.shape}" if isinstance(value, TensorSpec) else f"{name}={value!r}"
+                     for name, value in bound.items())

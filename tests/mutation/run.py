@@ -13,8 +13,9 @@ with an error: it cannot "survive" by no longer applying); builds the copy once 
 into one build directory and installs the extension into the copy's package; then, per
 mutation: applies it, rebuilds incrementally (only what the edit touches; nothing for
 Python files), runs its tests against the copy (``PYTHONPATH`` points at the copy's
-package; a ``sitecustomize`` hides the working tree's editable install), and restores the
-file. A mutation whose tests all pass "survived": a missing test. Exit status 1 when any
+package; a ``sitecustomize`` hides the working tree's editable install), restores the
+file and, after a native mutation, rebuilds the unmutated tree (so that the next mutation,
+a Python one included, is judged on the unmutated binary, not on this mutant's). A mutation whose tests all pass "survived": a missing test. Exit status 1 when any
 survived or failed to apply or build.
 """
 
@@ -109,12 +110,47 @@ class Workspace:
 
     def build_and_install(self) -> bool:
         jobs = str(os.cpu_count() or 2)
-        return (run(["cmake", "--build", self.build, "-j", jobs], self.log) == 0
-                and run(["cmake", "--install", self.build], self.log) == 0)
+        if run(["cmake", "--build", self.build, "-j", jobs], self.log) != 0:
+            return False
+        # cmake --install skips a file it thinks "Up-to-date" (same size, a timestamp it
+        # sees as equal): a mutant rebuilt within a second of the last install would stay
+        # installed. Remove what the last install wrote, so every file is copied again.
+        manifest = self.build / "install_manifest.txt"
+        if manifest.is_file():
+            for installed in manifest.read_text().splitlines():
+                Path(installed).unlink(missing_ok=True)
+        return run(["cmake", "--install", self.build], self.log) == 0
 
     def pytest(self, tests) -> int:
         return run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests], self.log,
                    cwd=self.tree, env=self.env, timeout=1200)
+
+
+def run_mutations(ws: Workspace, selected: list[Mutation]) -> dict[str, str]:
+    """Each mutation's verdict, from the built, unmutated copy in ``ws``: "caught", "SURVIVED",
+    "did not build" or "no tests ran (...)". After a native mutation the file is restored and
+    the unmutated tree rebuilt before the next one, so that every mutation is judged on its
+    own binary, never on the previous mutant's."""
+    results: dict[str, str] = {}
+    for m in selected:
+        path = ws.tree / m.file
+        original = path.read_text()
+        path.write_text(original.replace(m.old, m.new, 1))
+        rebuild = m.file.startswith(NEEDS_BUILD)
+        try:
+            if rebuild and not ws.build_and_install():
+                results[m.name] = "did not build"
+            else:
+                rc = ws.pytest(m.tests)
+                results[m.name] = ("caught" if rc not in (0, 4, 5) else
+                                   "SURVIVED" if rc == 0 else f"no tests ran (pytest exit {rc})")
+        finally:
+            path.write_text(original)
+            os.utime(path)  # newer than the mutated build: the rebuild below restores it
+        if rebuild and not ws.build_and_install():
+            raise RuntimeError(f"the unmutated copy no longer builds after restoring {m.file} (log: {ws.log})")
+        print(f"  {results[m.name]:<10} {m.name}", flush=True)
+    return results
 
 
 def main(argv=None) -> int:
@@ -158,25 +194,8 @@ def main(argv=None) -> int:
             print(f"these tests fail without any mutation, nothing can be concluded: {'; '.join(failing)} "
                   f"(log: {ws.log})", file=sys.stderr)
             return 1
-        for m in selected:
-            path = ws.tree / m.file
-            original = path.read_text()
-            path.write_text(original.replace(m.old, m.new, 1))
-            rebuild = m.file.startswith(NEEDS_BUILD)
-            try:
-                if rebuild and not ws.build_and_install():
-                    results[m.name] = "did not build"
-                else:
-                    rc = ws.pytest(m.tests)
-                    results[m.name] = ("caught" if rc not in (0, 4, 5) else
-                                       "SURVIVED" if rc == 0 else f"no tests ran (pytest exit {rc})")
-            finally:
-                path.write_text(original)
-                os.utime(path)  # newer than the mutated build: the next build restores it
-            print(f"  {results[m.name]:<10} {m.name}", flush=True)
-        if any(m.file.startswith(NEEDS_BUILD) for m in selected):
-            ws.build_and_install()
-    except StaleMutation as exc:
+        results = run_mutations(ws, selected)
+    except (StaleMutation, RuntimeError) as exc:
         print(exc, file=sys.stderr)
         return 1
     finally:

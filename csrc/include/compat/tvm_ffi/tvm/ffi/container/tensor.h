@@ -44,9 +44,12 @@ inline size_t GetDataSize(const DLTensor& tensor) {
 /*! \brief Row-major compact: NULL strides, or strides matching the shape (size-1 extents ignored). */
 inline bool IsContiguous(const DLTensor& tensor) {
   if (tensor.strides == nullptr) return true;
+  // An empty tensor has no layout to get wrong, whichever dimension is 0 (as native is_contiguous()).
+  for (int32_t i = 0; i < tensor.ndim; ++i) {
+    if (tensor.shape[i] == 0) return true;
+  }
   int64_t expected = 1;
   for (int32_t i = tensor.ndim - 1; i >= 0; --i) {
-    if (tensor.shape[i] == 0) return true;  // an empty tensor has no layout to get wrong
     if (tensor.shape[i] == 1) continue;
     if (tensor.strides[i] != expected) return false;
     expected *= tensor.shape[i];

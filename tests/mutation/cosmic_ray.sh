@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Mutation testing of a Python module of the package with a real tool (cosmic-ray: every
+# operator it has, at every place it applies), alongside the curated list (run.py).
+#
+#   tests/mutation/cosmic_ray.sh MODULE "PYTEST ARGS"
+#   tests/mutation/cosmic_ray.sh core/tensorplug/shapes.py "tests/test_op.py tests/test_properties.py -k rule"
+#
+# Works in a copy of the tree (tracked and untracked, not ignored, files) under
+# $TENSORPLUG_COSMIC_RAY_DIR (default: a new temporary directory), never in the working tree:
+# the built extension of the current environment is copied into the copy's package, a
+# sitecustomize hides the editable install (as run.py does), and cosmic-ray mutates the
+# copy's MODULE, running pytest on the copy for each mutant. Needs cosmic-ray installed
+# (pip install cosmic-ray). Prints cosmic-ray's report: the survivors with their diffs.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+module="$1" tests="$2"
+WORK="${TENSORPLUG_COSMIC_RAY_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/tensorplug-cosmic-ray-XXXXXX")}"
+TREE="$WORK/tree"
+rm -rf "$TREE" "$WORK/shim"
+mkdir -p "$TREE" "$WORK/shim"
+(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$TREE")
+# The installed extension, runtime library and headers next to the copy's Python files.
+installed=$(python -c 'import tensorplug._core as c, os; print(os.path.dirname(c.__file__))')
+cp -r "$installed"/. "$TREE/core/tensorplug/"
+printf '%s\n' 'import sys' \
+  'sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "ScikitBuildRedirectingFinder"]' \
+  > "$WORK/shim/sitecustomize.py"
+export PYTHONPATH="$WORK/shim:$TREE/core:$TREE/plugins"
+export TENSORPLUG_CACHE_DIR="$WORK/kernel-cache"
+imported=$(cd "$TREE" && python -c 'import tensorplug; print(tensorplug.__file__)')
+case "$imported" in
+  "$TREE"/*) ;;
+  *) echo "cosmic_ray.sh: tensorplug resolves to $imported, not to the copy" >&2; exit 2 ;;
+esac
+cat > "$WORK/config.toml" <<EOF
+[cosmic-ray]
+module-path = "$module"
+timeout = 120.0
+excluded-modules = []
+test-command = "$(command -v python) -m pytest -x -q -p no:cacheprovider $tests"
+
+[cosmic-ray.distributor]
+name = "local"
+EOF
+cd "$TREE"
+start=$(date +%s)
+cosmic-ray init "$WORK/config.toml" "$WORK/session.sqlite"
+cosmic-ray baseline "$WORK/config.toml"
+cosmic-ray exec "$WORK/config.toml" "$WORK/session.sqlite"
+cr-report "$WORK/session.sqlite" --show-diff --surviving-only > "$WORK/survivors.txt" || true
+cr-report "$WORK/session.sqlite" | tail -4
+echo "cosmic_ray.sh: $(( $(date +%s) - start )) s; survivors with their diffs: $WORK/survivors.txt"
