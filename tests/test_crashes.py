@@ -351,7 +351,7 @@ def test_allocator_refusing_a_dtype_is_a_type_error():
     m = cpp.load_inline("alloc_dtype_errors", ALLOC_SOURCE, functions=["alloc_like_dtype"])
     # torch has no float8_e4m3b11fnuz (DLPack code 9); it reports that as out-of-memory.
     with pytest.raises(TypeError, match=r"^cannot allocate a float8_e4m3b11fnuz tensor on cpu:0: the allocator "
-                                        r"refuses this dtype \(even for an empty tensor\): "
+                                        r"refuses this dtype \(even for a one-element tensor\): "
                                         r"Unsupported code 9$"):
         m.alloc_like_dtype(torch.zeros(1), 9, 8, 4)
     # Real out-of-memory stays MemoryError, naming the size asked for.

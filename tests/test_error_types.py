@@ -62,8 +62,11 @@ WRONG_DEVICE = {
     "numpy": ("import numpy as np", "np.zeros(1, np.float32)",
               "cannot allocate 8 bytes (shape [2]) on cuda:0: numpy can only allocate tensors on the cpu"),
     "torch": ("import torch", "torch.zeros(1)",
-              "cannot allocate on cuda:0: the allocator refuses this device (even for an empty float32 tensor): "
+              "cannot allocate on cuda:0: the allocator refuses this device (even for a one-element float32 tensor): "
               "Could not run 'aten::empty.memory_format' with arguments from the 'CUDA' backend."),
+    "paddle": ("import paddle", "paddle.zeros([1])",
+               "cannot allocate on cuda:0: the allocator refuses this device (even for a one-element float32 "
+               "tensor): (Unimplemented) Unsupported backend `GPU`"),
     "jax": ("import jax.numpy as jnp", "jnp.zeros(1)",
             "cannot allocate 8 bytes (shape [2]) on cuda:0: jax cannot allocate on cuda:0: Unknown backend: 'gpu' "
             "requested, but no platforms that are instances of gpu are present. Platforms present are: cpu"),
@@ -77,6 +80,8 @@ def test_allocation_on_a_device_the_framework_lacks_is_one_value_error(m, framew
         pytest.skip("torch has a CUDA device here")
     if framework == "jax" and any(d.platform == "gpu" for d in module.devices()):
         pytest.skip("jax has a GPU here")
+    if framework == "paddle" and module.device.is_compiled_with_cuda():
+        pytest.skip("paddle is built with CUDA here")
     setup, make, message = WRONG_DEVICE[framework]
     namespace: dict = {}
     exec(setup, namespace)

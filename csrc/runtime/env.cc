@@ -1,4 +1,5 @@
 // The environment a kernel runs in: per-thread streams and allocator (storage: storage.cc).
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -196,35 +197,37 @@ __attribute__((noinline)) int ReportAllocFailure(DLTensor* prototype, DLPackMana
     const bool says_nothing = !reported || kind == "MemoryError" ||
                               kind.size() < 5 || kind.compare(kind.size() - 5, 5, "Error") != 0;
     if (!request_error && addressable) {
-      // An allocator that can make an empty tensor of this dtype on this device refuses the
-      // size: out of memory. One that cannot refuses the dtype or the device; which one, an
-      // empty float32 tensor there tells, when the allocator itself did not say (an
-      // allocator that raised RuntimeError keeps its kind).
-      auto can_allocate_empty = [&](DLDataType dtype) {
-        int64_t zeros[TP_MAX_NDIM] = {0};
-        DLTensor empty = *prototype;
-        empty.ndim = prototype->ndim > 0 ? prototype->ndim : 1;
-        empty.shape = zeros;
-        empty.strides = nullptr;
-        empty.dtype = dtype;
+      // An allocator that can make a one-element tensor of this dtype on this device refuses
+      // the size: out of memory. One that cannot refuses the dtype or the device; which one,
+      // a one-element float32 tensor there tells, when the allocator itself did not say (an
+      // allocator that raised RuntimeError keeps its kind). One element, not none: paddle
+      // makes an empty tensor on a device it was built without and fails only on memory.
+      auto can_allocate_one = [&](DLDataType dtype) {
+        int64_t ones[TP_MAX_NDIM];
+        std::fill(ones, ones + TP_MAX_NDIM, int64_t{1});
+        DLTensor one = *prototype;
+        one.ndim = prototype->ndim > 0 ? prototype->ndim : 1;
+        one.shape = ones;
+        one.strides = nullptr;
+        one.dtype = dtype;
         DLManagedTensorVersioned* probe = nullptr;
-        if (alloc(&empty, &probe, nullptr, SetErrorToThread) != 0 || probe == nullptr) return false;
+        if (alloc(&one, &probe, nullptr, SetErrorToThread) != 0 || probe == nullptr) return false;
         if (probe->deleter) probe->deleter(probe);
         return true;
       };
-      if (!can_allocate_empty(prototype->dtype)) {
+      if (!can_allocate_one(prototype->dtype)) {
         if (!says_nothing) return Fail(kind.c_str(), "cannot allocate a " +
                                                          tensorplug::DataTypeToString(prototype->dtype) + " tensor on " +
                                                          DeviceName(prototype->device) + ": " + why);
         const DLDataType float32{kDLFloat, 32, 1};
-        if (!can_allocate_empty(float32)) {
+        if (!can_allocate_one(float32)) {
           return Fail("ValueError", "cannot allocate on " + DeviceName(prototype->device) +
-                                        ": the allocator refuses this device (even for an empty float32 tensor): " +
+                                        ": the allocator refuses this device (even for a one-element float32 tensor): " +
                                         why);
         }
         return Fail("TypeError", "cannot allocate a " + tensorplug::DataTypeToString(prototype->dtype) +
                                      " tensor on " + DeviceName(prototype->device) +
-                                     ": the allocator refuses this dtype (even for an empty tensor): " + why);
+                                     ": the allocator refuses this dtype (even for a one-element tensor): " + why);
       }
     }
     const std::string out_kind = request_error ? kind : "MemoryError";

@@ -350,7 +350,7 @@ void TestBoundAllocator() {
     c = Catch([] { tp::Tensor::FromEnvAlloc({4}, tp::kUInt16, tp::kCPU); });
     EXPECT(c.kind == "TypeError" &&
            c.message == "cannot allocate a uint16 tensor on cpu:0: the allocator refuses this dtype "
-                        "(even for an empty tensor): Unsupported dtype");
+                        "(even for a one-element tensor): Unsupported dtype");
     // Allocation is per thread: another thread uses the default allocator.
     int allocs_before = g_allocs;
     std::thread([] { tp::Tensor::FromEnvAlloc({3}, tp::kFloat32, tp::kCPU); }).join();
