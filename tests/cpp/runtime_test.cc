@@ -230,12 +230,12 @@ void CountingDeleter(DLManagedTensorVersioned* managed) {
   delete managed;
 }
 
-// A bound allocator that always returns compact strides; runs out of memory for non-empty
-// int8 tensors and has no uint16 at all, reporting both as MemoryError as frameworks do
+// A bound allocator that always returns compact strides; runs out of memory for int8
+// tensors of more than one element and has no uint16 at all, reporting both as MemoryError as frameworks do
 // (to test errors).
 int CountingAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
                       void (*set_error)(void*, const char*, const char*)) {
-  if (prototype->dtype == tp::kInt8 && tp::detail::Numel(*prototype) > 0) {
+  if (prototype->dtype == tp::kInt8 && tp::detail::Numel(*prototype) > 1) {
     set_error(error_ctx, "MemoryError", "int8 pool exhausted");
     return -1;
   }
@@ -345,7 +345,7 @@ void TestBoundAllocator() {
     // The runtime names what was asked for and where, keeping the allocator's reason.
     EXPECT(c.kind == "MemoryError" &&
            c.message == "cannot allocate 4 bytes (shape [4]) on cpu:0: int8 pool exhausted");
-    // An allocator refusing even an empty tensor of a dtype refuses the dtype: TypeError,
+    // An allocator refusing even a one-element tensor of a dtype refuses the dtype: TypeError,
     // with the first line of its reason.
     c = Catch([] { tp::Tensor::FromEnvAlloc({4}, tp::kUInt16, tp::kCPU); });
     EXPECT(c.kind == "TypeError" &&
