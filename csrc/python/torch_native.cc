@@ -333,22 +333,47 @@ int32_t g_next_slot = 0;
 }
 
 // ------------------------------------------------------- the call ----
-// What a call holds until it ends: the handles of the stack (owned by the kernel), the
-// argument storage, the thread's env bindings.
-struct CallState {
-  std::vector<AtenTensorHandle> handles;  // deleted at the end
-  std::vector<StableListHandle> lists;
-  std::vector<StringHandle> strings;
-  std::vector<DLTensor> views;
-  std::vector<TPAny> items;
-  std::vector<TPArray> arrays;
-  std::vector<TPIntArray> int_arrays;
-  std::vector<std::vector<int64_t>> int_storage;
-  std::vector<std::string> texts;
-  ~CallState() {
-    for (AtenTensorHandle h : handles) g_shim.delete_tensor_object(h);
-    for (StableListHandle l : lists) g_shim.delete_list(l);
-    for (StringHandle s : strings) g_shim.delete_string(s);
+// `n` values of T in the handler's frame, on the heap only past kInline (as xla_ffi.cc's).
+template <class T, size_t kInline>
+struct FrameArray {
+  T inline_items[kInline];
+  std::unique_ptr<T[]> heap;
+  T* data;
+  explicit FrameArray(size_t n) : data(n <= kInline ? inline_items : (heap.reset(new T[n]), heap.get())) {}
+};
+constexpr size_t kInlineParams = 16;
+
+// What the call owns of the stack until it ends (torch hands the kernel its values): per
+// parameter a tensor handle, a list handle or a string handle (nullptr once moved or for
+// None).
+struct Owned {
+  const TorchPlan& plan;
+  FrameArray<void*, kInlineParams> by_param;
+  Owned(const TorchPlan& p, size_t n) : plan(p), by_param(n) {
+    for (size_t i = 0; i < n; ++i) by_param.data[i] = nullptr;
+  }
+  ~Owned() {
+    for (size_t i = 0; i < plan.params.size(); ++i) {
+      void* h = by_param.data[i];
+      if (h == nullptr) continue;
+      switch (plan.params[i].kind) {
+        case Kind::kView:
+        case Kind::kTensor: g_shim.delete_tensor_object(h); break;
+        case Kind::kViews:
+        case Kind::kInts: g_shim.delete_list(h); break;
+        case Kind::kStr: g_shim.delete_string(h); break;
+        default: break;
+      }
+    }
+  }
+};
+
+// The handles of list items read so far (each read is a new reference), deleted at the end.
+struct OwnedItems {
+  AtenTensorHandle* items;
+  size_t n = 0;
+  ~OwnedItems() {
+    for (size_t j = 0; j < n; ++j) g_shim.delete_tensor_object(items[j]);
   }
 };
 
@@ -528,14 +553,37 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
                                    std::to_string(num_outputs) + " result(s); the op declares " + std::to_string(n) +
                                    " and " + std::to_string(plan.outputs.size()));
   }
-  CallState state;
-  // Reserve so that pointers into these vectors stay valid while arguments are built.
-  state.views.resize(n);
-  std::vector<TPAny> args(n);
-  state.arrays.resize(n);
-  state.int_arrays.resize(n);
-  state.int_storage.resize(n);
-  state.texts.resize(n);
+  // First: every stack value is taken (owned by `owned`), so that an error below leaks nothing.
+  Owned owned(plan, n);
+  FrameArray<StableIValue, kInlineParams> values(n);
+  size_t total_items = 0, total_ints = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const ParamPlan& p = plan.params[i];
+    StableIValue v = stack[i];
+    if (p.optional && !Unbox(stack[i], &v)) v = 0;  // None: no handle (0 is never one)
+    values.data[i] = v;
+    const bool handle = p.kind == Kind::kView || p.kind == Kind::kTensor || p.kind == Kind::kViews ||
+                        p.kind == Kind::kInts || p.kind == Kind::kStr;
+    if (handle) owned.by_param.data[i] = reinterpret_cast<void*>(static_cast<uintptr_t>(v));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Kind kind = plan.params[i].kind;
+    if ((kind == Kind::kViews || kind == Kind::kInts) && owned.by_param.data[i] != nullptr) {
+      size_t size = 0;
+      g_shim.list_size(owned.by_param.data[i], &size);
+      (kind == Kind::kViews ? total_items : total_ints) += size;
+    }
+  }
+  FrameArray<AtenTensorHandle, kInlineParams> item_handles(total_items);
+  OwnedItems owned_items{item_handles.data};
+  FrameArray<DLTensor, kInlineParams> views(n + total_items);  // one per tensor parameter, then list items
+  FrameArray<TPAny, kInlineParams> items(total_items);
+  FrameArray<int64_t, 64> ints(total_ints);
+  FrameArray<TPArray, kInlineParams> arrays(n);
+  FrameArray<TPIntArray, kInlineParams> int_arrays(n);
+  FrameArray<TPAny, kInlineParams> args(n);
+  size_t items_used = 0, ints_used = 0;
+
   std::string error;
   DLDevice primary{kDLCPU, 0};
   bool have_primary = false, have_first = false;
@@ -551,61 +599,26 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
   auto arg_error = [&](const ParamPlan& p, const std::string& what) {
     Fail(plan, "TypeError", "argument '" + p.name + "': " + what);
   };
-  // First pass: every stack value is taken (handles owned by `state`), so that an error
-  // below leaks nothing.
-  std::vector<StableIValue> values(stack, stack + n);
-  std::vector<bool> present(n, true);
-  for (size_t i = 0; i < n; ++i) {
-    const ParamPlan& p = plan.params[i];
-    if (p.optional) present[i] = Unbox(stack[i], &values[i]);
-    if (!present[i]) continue;
-    switch (p.kind) {
-      case Kind::kView:
-      case Kind::kTensor:
-        state.handles.push_back(reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(values[i])));
-        break;
-      case Kind::kViews:
-      case Kind::kInts:
-        state.lists.push_back(reinterpret_cast<StableListHandle>(static_cast<uintptr_t>(values[i])));
-        break;
-      case Kind::kStr:
-        state.strings.push_back(reinterpret_cast<StringHandle>(static_cast<uintptr_t>(values[i])));
-        break;
-      default:
-        break;
-    }
-  }
-  size_t total_items = 0;
-  std::vector<size_t> list_sizes(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    if (present[i] && plan.params[i].kind == Kind::kViews) {
-      g_shim.list_size(reinterpret_cast<StableListHandle>(static_cast<uintptr_t>(values[i])), &list_sizes[i]);
-      total_items += list_sizes[i];
-    }
-  }
-  state.items.resize(total_items);
-  std::vector<DLTensor> item_views(total_items);
-  size_t items_used = 0;
-  AnyGuard guard{args.data()};
+  AnyGuard guard{args.data};
   for (size_t i = 0; i < n; ++i, guard.n = i) {
     const ParamPlan& p = plan.params[i];
-    TPAny& a = args[i];
+    TPAny& a = args.data[i];
     a = TPAny{};
-    if (!present[i]) continue;
-    const StableIValue v = values[i];
+    if (p.optional && stack[i] == 0) continue;  // None
+    const StableIValue v = values.data[i];
     switch (p.kind) {
       case Kind::kView: {
         auto h = reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(v));
-        if (!Describe(h, &state.views[i], &error)) arg_error(p, error);
-        note_device(state.views[i].device);
+        if (!Describe(h, &views.data[i], &error)) arg_error(p, error);
+        note_device(views.data[i].device);
         a.type_index = kTPDLTensorPtr;
-        a.v_dltensor = &state.views[i];
+        a.v_dltensor = &views.data[i];
         break;
       }
       case Kind::kTensor: {
-        // Owning: the stack's handle is moved into the callee (off the call's release list).
+        // Owning: the stack's handle is moved into the callee.
         auto h = reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(v));
-        state.handles.erase(std::find(state.handles.begin(), state.handles.end(), h));
+        owned.by_param.data[i] = nullptr;
         DLManagedTensorVersioned* managed = Own(h, &error);
         if (managed == nullptr) arg_error(p, error);
         note_device(managed->dl_tensor.device);
@@ -629,13 +642,13 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
         a.v_int64 = (v & 0xff) != 0;
         break;
       case Kind::kStr: {
-        auto s = reinterpret_cast<StringHandle>(static_cast<uintptr_t>(v));
-        size_t length = 0;
+        // torch's string handle holds a NUL-terminated string, kept until the call ends.
         const char* data = nullptr;
-        if (g_shim.string_length(s, &length) || g_shim.string_c_str(s, &data)) arg_error(p, "unreadable string");
-        state.texts[i].assign(data, length);
+        if (g_shim.string_c_str(reinterpret_cast<StringHandle>(static_cast<uintptr_t>(v)), &data)) {
+          arg_error(p, "unreadable string");
+        }
         a.type_index = kTPRawStr;
-        a.v_c_str = state.texts[i].c_str();
+        a.v_c_str = data;
         break;
       }
       case Kind::kDevice: {
@@ -658,39 +671,41 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
       }
       case Kind::kViews: {
         auto list = reinterpret_cast<StableListHandle>(static_cast<uintptr_t>(v));
-        TPAny* items = state.items.data() + items_used;
-        for (size_t j = 0; j < list_sizes[i]; ++j) {
+        size_t size = 0;
+        g_shim.list_size(list, &size);
+        TPAny* list_items = items.data + items_used;
+        for (size_t j = 0; j < size; ++j) {
           StableIValue item = 0;
           g_shim.list_get_item(list, j, &item);
           auto h = reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(item));
-          state.handles.push_back(h);  // each item read is a new reference
-          DLTensor& view = item_views[items_used + j];
+          item_handles.data[owned_items.n++] = h;
+          DLTensor& view = views.data[n + items_used + j];
           if (!Describe(h, &view, &error)) arg_error(p, "item " + std::to_string(j) + ": " + error);
           note_device(view.device);
-          items[j] = TPAny{};
-          items[j].type_index = kTPDLTensorPtr;
-          items[j].v_dltensor = &view;
+          list_items[j] = TPAny{};
+          list_items[j].type_index = kTPDLTensorPtr;
+          list_items[j].v_dltensor = &view;
         }
-        items_used += list_sizes[i];
-        state.arrays[i] = TPArray{static_cast<int64_t>(list_sizes[i]), items};
+        items_used += size;
+        arrays.data[i] = TPArray{static_cast<int64_t>(size), list_items};
         a.type_index = kTPArray;
-        a.v_array = &state.arrays[i];
+        a.v_array = &arrays.data[i];
         break;
       }
       case Kind::kInts: {
         auto list = reinterpret_cast<StableListHandle>(static_cast<uintptr_t>(v));
         size_t size = 0;
         g_shim.list_size(list, &size);
-        std::vector<int64_t>& ints = state.int_storage[i];
-        ints.resize(size);
+        int64_t* data = ints.data + ints_used;
         for (size_t j = 0; j < size; ++j) {
           StableIValue item = 0;
           g_shim.list_get_item(list, j, &item);
-          ints[j] = static_cast<int64_t>(item);
+          data[j] = static_cast<int64_t>(item);
         }
-        state.int_arrays[i] = TPIntArray{static_cast<int64_t>(size), ints.data()};
+        ints_used += size;
+        int_arrays.data[i] = TPIntArray{static_cast<int64_t>(size), data};
         a.type_index = kTPIntArray;
-        a.v_int_array = &state.int_arrays[i];
+        a.v_int_array = &int_arrays.data[i];
         break;
       }
     }
@@ -701,7 +716,7 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
   std::unique_ptr<Spec[]> many;
   Spec* expected = specs;
   if (plan.outputs.size() > 8) expected = (many.reset(new Spec[plan.outputs.size()]), many.get());
-  EvalRules(plan, args.data(), primary, expected);
+  EvalRules(plan, args.data, primary, expected);
 
   void* stream = nullptr;
   if (primary.device_type == kDLCUDA) {
@@ -714,7 +729,7 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
   int rc;
   {
     EnvScope env(primary, stream);
-    rc = plan.entry(plan.self, args.data(), static_cast<int32_t>(n), &result);
+    rc = plan.entry(plan.self, args.data, static_cast<int32_t>(n), &result);
   }
   guard.n = 0;  // owning tensor arguments now belong to the callee
   AnyGuard result_guard{&result, 1};
@@ -744,17 +759,17 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
     }
     CheckResult(plan, k, results[k].v_tensor->dl_tensor, expected[k]);
   }
-  std::vector<AtenTensorHandle> out(declared);
+  FrameArray<AtenTensorHandle, 8> out(declared);
   for (size_t k = 0; k < declared; ++k) {
     DLManagedTensorVersioned* managed = results[k].v_tensor;
     results[k] = TPAny{};  // consumed by ToTorch
-    out[k] = ToTorch(managed, &error);
-    if (out[k] == nullptr) {
-      for (size_t j = 0; j < k; ++j) g_shim.delete_tensor_object(out[j]);
+    out.data[k] = ToTorch(managed, &error);
+    if (out.data[k] == nullptr) {
+      for (size_t j = 0; j < k; ++j) g_shim.delete_tensor_object(out.data[j]);
       throw std::runtime_error("op '" + plan.op + "' " + error);
     }
   }
-  for (size_t k = 0; k < declared; ++k) stack[k] = static_cast<StableIValue>(reinterpret_cast<uintptr_t>(out[k]));
+  for (size_t k = 0; k < declared; ++k) stack[k] = static_cast<StableIValue>(reinterpret_cast<uintptr_t>(out.data[k]));
 }
 
 template <int32_t kSlot>
