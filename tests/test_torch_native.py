@@ -163,3 +163,48 @@ def test_arguments_of_every_kind_reach_the_kernel(ops):
     torch.testing.assert_close(out, 1.5 * x)
     plus, twice = ops.plus_and_twice(x)
     torch.testing.assert_close((plus, twice), (x + 1, 2 * x))
+
+
+class _Model(torch.nn.Module):
+    def __init__(self, ops):
+        super().__init__()
+        self.ops = ops
+
+    def forward(self, x):
+        y = self.ops.scale(x, 2.0, None)
+        out = torch.empty_like(y)
+        self.ops.axpy(y, x, out, 0.5)
+        return self.ops.row_sum(out) + 1
+
+
+def test_an_aotinductor_package_runs_in_a_fresh_process(ops, tmp_path):
+    import shutil
+
+    from tensorplug_adapters import torch_aoti
+
+    model, x = _Model(ops), torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    expected = model(x)
+    package = str(tmp_path / "model.pt2")
+    torch._inductor.aoti_compile_and_package(torch.export.export(model, (x,)), package_path=package)
+    bare = str(tmp_path / "bare.pt2")
+    shutil.copy(package, bare)
+    torch_aoti.add_ops(package, ops.module, [ops.scale, ops.axpy, ops.row_sum])
+    code = textwrap.dedent("""
+        import sys, torch
+        from tensorplug_adapters import torch_aoti
+        model = torch_aoti.load_package(sys.argv[1])
+        print(model(torch.arange(6, dtype=torch.float32).reshape(2, 3)).tolist())
+    """)
+    done = subprocess.run([sys.executable, "-c", code, package], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(expected.tolist())
+    # Without the record, the fresh process has no tensorplug op: torch's proxy executor says so.
+    bare_run = subprocess.run([sys.executable, "-c", code, bare], capture_output=True, text=True, timeout=600)
+    assert bare_run.returncode != 0 and "Could not find schema for tptest::scale" in bare_run.stderr
+
+
+def test_a_package_cannot_carry_a_python_shape_function(ops, tmp_path):
+    from tensorplug_adapters import torch_aoti
+
+    with pytest.raises(ValueError, match=r"^torch_aoti.add_ops: op 'tptest::pad' has a Python shape function"):
+        torch_aoti.add_ops(str(tmp_path / "unused.pt2"), ops.module, [ops.pad])
