@@ -163,6 +163,9 @@ def test_arguments_of_every_kind_reach_the_kernel(ops):
     torch.testing.assert_close(out, 1.5 * x)
     plus, twice = ops.plus_and_twice(x)
     torch.testing.assert_close((plus, twice), (x + 1, 2 * x))
+    # A negative-bit view: torch's Negative fallback materializes it before the kernel.
+    negated = torch.tensor([1 + 2j, 3 + 4j]).conj().imag
+    assert negated.is_neg() and ops.scale(negated, 1.0, None).tolist() == [-2.0, -4.0]
 
 
 class _Model(torch.nn.Module):
