@@ -62,7 +62,7 @@ def load_package(package_path: str, **kwargs):
     """Load the kernel libraries recorded in the package, declare their ops (unless this
     process declared them already) and return ``torch._inductor.aoti_load_package(package_path,
     **kwargs)``."""
-    import torch  # the ops register with torch as they are declared
+    from torch._inductor import aoti_load_package  # imports torch: the ops register as they are declared
 
     with zipfile.ZipFile(package_path) as archive:
         entries = [entry for name in _records(archive)[1] for entry in json.loads(archive.read(name))["ops"]]
@@ -75,7 +75,7 @@ def load_package(package_path: str, **kwargs):
             module = modules[entry["library"]] = tensorplug.load_module(entry["library"])
         tensorplug.op(entry["name"], getattr(module, entry["function"]), returns=_rule_from(entry["returns"]),
                       writes=tuple(entry["writes"]))
-    return torch._inductor.aoti_load_package(package_path, **kwargs)
+    return aoti_load_package(package_path, **kwargs)
 
 
 def _rule_record(op):

@@ -17,8 +17,7 @@ import ast
 import logging
 import os
 
-from tensorplug import _core
-from tensorplug._types import as_device
+from tensorplug import exchange
 from tensorplug.shapes import Output, dtype_name
 
 _log = logging.getLogger("tensorplug")
@@ -47,7 +46,7 @@ def _load_shim(torch) -> str | None:
     global _shim_loaded, _shim_missing
     if not _shim_loaded:
         lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
-        _shim_missing = _core.torch_native_load([os.path.join(lib_dir, name) for name in _LIBRARIES])
+        _shim_missing = exchange.torch_native_load([os.path.join(lib_dir, name) for name in _LIBRARIES])
         _shim_loaded = True
     return _shim_missing
 
@@ -62,13 +61,13 @@ def register(torch, op, key: str, names) -> bool:
             raise _NoNative(f"torch {torch.__version__} lacks the stable C shim functions {missing} "
                             "(torch >= 2.10 has them)")
         outputs = compile_outputs(op)
-        slot = _core.torch_native_define(op.name, op.function, _params(op), outputs)
+        slot = exchange.torch_native_define(op.name, op.function, _params(op), outputs)
     except _NoNative as e:
         _reasons[op.name] = str(e)
         _log.info("tensorplug: %s keeps the Python kernel in torch: %s", op.name, e)
         return False
     for name in names:
-        _core.torch_native_register(slot, op.namespace, key, name)
+        exchange.torch_native_register(slot, op.namespace, key, name)
     _reasons[op.name] = None
     return True
 
@@ -123,10 +122,12 @@ def _device(rule, index, kinds):
     p = kinds.get(rule) if isinstance(rule, str) else None
     if p is not None:
         return (_DEVICE if p.kind == "device" else _TENSOR), index[rule], 0, 0
-    device = as_device(rule)
-    if device.type not in _DL_DEVICE:
-        raise _NoNative(f"its output rule names device {device}, which torch's native kernel does not allocate on")
-    return _FIXED, -1, _DL_DEVICE[device.type], device.index
+    # A fixed device, checked when the op was declared: "cpu", "cuda:1", a Device or a
+    # framework's device (their str() is "type[:index]").
+    kind, _, index = str(rule).partition(":")
+    if kind not in _DL_DEVICE:
+        raise _NoNative(f"its output rule names device {rule}, which torch's native kernel does not allocate on")
+    return _FIXED, -1, _DL_DEVICE[kind], int(index or 0)
 
 
 def _dim(dim, index, kinds) -> list:
