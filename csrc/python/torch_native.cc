@@ -161,8 +161,12 @@ bool Describe(AtenTensorHandle h, DLTensor* view, std::string* error) {
   int64_t* strides = nullptr;
   void* data = nullptr;
   if (g_shim.get_dim(h, &ndim) || g_shim.get_sizes(h, &sizes) || g_shim.get_strides(h, &strides) ||
-      g_shim.get_dtype(h, &dtype) || g_shim.get_device_type(h, &device_type) ||
-      g_shim.get_device_index(h, &device_index) || g_shim.get_data_ptr(h, &data)) {
+      g_shim.get_dtype(h, &dtype) || g_shim.get_device_type(h, &device_type) || g_shim.get_data_ptr(h, &data)) {
+    *error = "torch could not describe the tensor";
+    return false;
+  }
+  // A CPU tensor's index is -1 (DLPack's 0): asked of the other devices only.
+  if (device_type != g_shim.device_type_cpu() && g_shim.get_device_index(h, &device_index)) {
     *error = "torch could not describe the tensor";
     return false;
   }
@@ -188,7 +192,12 @@ bool Describe(AtenTensorHandle h, DLTensor* view, std::string* error) {
 
 // A managed tensor owning `h` (moved in); nullptr with *error set (h deleted) on failure.
 DLManagedTensorVersioned* Own(AtenTensorHandle h, std::string* error) {
-  auto* owned = new TorchOwned{};
+  auto* owned = new (std::nothrow) TorchOwned{};
+  if (owned == nullptr) {
+    g_shim.delete_tensor_object(h);
+    *error = "out of memory";
+    return nullptr;
+  }
   owned->handle = h;
   if (!Describe(h, &owned->managed.dl_tensor, error)) {
     g_shim.delete_tensor_object(h);
@@ -203,7 +212,7 @@ DLManagedTensorVersioned* Own(AtenTensorHandle h, std::string* error) {
 }
 
 // The allocator bound while the kernel runs: Tensor::FromEnvAlloc allocates through torch.
-int TorchAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+int TorchAllocatorImpl(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
                    void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
   int32_t dtype = 0;
   const int32_t device_type = TorchDeviceOf(prototype->device.device_type);
@@ -230,13 +239,41 @@ int TorchAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* er
                                                                                     prototype->shape)).c_str());
     return -1;
   }
-  std::string error;
-  *out = Own(h, &error);
-  if (*out == nullptr) {
-    set_error(error_ctx, "RuntimeError", error.c_str());
+  // The new tensor is what was asked for: only its memory and torch's shape and stride
+  // arrays (borrowed, alive with the tensor) are read back.
+  void* data = nullptr;
+  int64_t* sizes = nullptr;
+  int64_t* tensor_strides = nullptr;
+  if (g_shim.get_data_ptr(h, &data) || g_shim.get_sizes(h, &sizes) || g_shim.get_strides(h, &tensor_strides)) {
+    g_shim.delete_tensor_object(h);
+    set_error(error_ctx, "RuntimeError", "torch could not describe the tensor it allocated");
     return -1;
   }
+  auto* owned = new (std::nothrow) TorchOwned{};
+  if (owned == nullptr) {
+    g_shim.delete_tensor_object(h);
+    set_error(error_ctx, "MemoryError", "out of memory");
+    return -1;
+  }
+  owned->handle = h;
+  owned->managed.dl_tensor = DLTensor{data, prototype->device, prototype->ndim, prototype->dtype, sizes, tensor_strides, 0};
+  owned->managed.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  owned->managed.manager_ctx = owned;
+  owned->managed.deleter = TorchOwnedDeleter;
+  owned->managed.flags = 0;
+  *out = &owned->managed;
   return 0;
+}
+
+// Called from the kernel (C ABI): no C++ exception may leave it.
+int TorchAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                   void (*set_error)(void* error_ctx, const char* kind, const char* message)) noexcept {
+  try {
+    return TorchAllocatorImpl(prototype, out, error_ctx, set_error);
+  } catch (...) {
+    set_error(error_ctx, "MemoryError", "out of memory");
+    return -1;
+  }
 }
 
 // A torch tensor for a returned managed tensor (consumed): the allocator's tensor itself,
