@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import profile_call  # noqa: E402  (the helper, callgrind_annotate parsing, symbols)
 
 
-def _torch_program(side: str, kernel: str, backend: str):
+def _torch_program(side: str, kernel: str, backend: str, n_ops: int):
     import torch
 
     import bench_compile as bc
@@ -48,13 +48,10 @@ def _torch_program(side: str, kernel: str, backend: str):
         torch.library.register_fake("bench_native::scale", lambda x, alpha: torch.empty_like(x))
         axpy, scale = torch.ops.bench_native.axpy.default, torch.ops.bench_native.scale.default
     x, y = torch.rand(bc.N), torch.rand(bc.N)
-    if kernel == "axpy":
-        fn = lambda x, y: bc._axpy_program(torch, axpy, x, y)  # noqa: E731
-    else:
-        fn = lambda x, y: scale(x, 2.0)  # noqa: E731
+    fn = bc.make_program(torch, kernel, n_ops, axpy if kernel == "axpy" else scale, side)
     if backend != "none":
         fn = torch.compile(fn, backend=backend, fullgraph=True)
-    return (lambda: fn(x, y)), 1
+    return (lambda: fn(x, y)), n_ops
 
 
 def _jax_program(side: str, kernel: str, loop: int):
@@ -73,7 +70,7 @@ def _jax_program(side: str, kernel: str, loop: int):
 def inner(args) -> int:
     helper = ctypes.CDLL(args.helper)
     if args.framework == "torch":
-        run, ops_per_call = _torch_program(args.side, args.kernel, args.backend)
+        run, ops_per_call = _torch_program(args.side, args.kernel, args.backend, args.ops)
     else:
         run, ops_per_call = _jax_program(args.side, args.kernel, args.loop)
     for _ in range(args.warmup):
@@ -91,7 +88,7 @@ def measure(args, side: str, work: Path, helper: Path):
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={outfile}",
            sys.executable, os.path.abspath(__file__), args.framework, "--inner", "--helper", str(helper),
            "--side", side, "--kernel", args.kernel, "--backend", args.backend, "--loop", str(args.loop),
-           "--calls", str(args.calls), "--warmup", str(args.warmup)]
+           "--calls", str(args.calls), "--warmup", str(args.warmup), "--ops", str(args.ops)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{side}: valgrind run failed:\n{proc.stdout}{proc.stderr[-4000:]}")
@@ -109,7 +106,7 @@ def outer(args) -> int:
     work = Path(args.out_dir or tempfile.mkdtemp(prefix="tp_callgrind_ops_"))
     work.mkdir(parents=True, exist_ok=True)
     helper = profile_call.build_helper(work)
-    ops = args.calls * (args.loop if args.framework == "jax" else 1)
+    ops = args.calls * (args.loop if args.framework == "jax" else args.ops)
     totals = {}
     for side in ("tensorplug", "native"):
         total, inclusive, exclusive, path = measure(args, side, work, helper)
@@ -133,6 +130,7 @@ def main(argv=None) -> int:
     parser.add_argument("--backend", default="inductor", help="torch.compile backend, or none (eager)")
     parser.add_argument("--loop", type=int, default=1000, help="jax: op calls per jitted loop")
     parser.add_argument("--calls", type=int, default=200, help="measured calls of the compiled program")
+    parser.add_argument("--ops", type=int, default=100, help="torch: op calls per program (bench_compile.make_program)")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--top", type=int, default=0, help="list the top N functions of each side")
     parser.add_argument("--symbols", default=str(Path(__file__).resolve().parents[1] / "build"))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from . import _core
 
-__all__ = ["jax_importer", "numpy_exchange_api", "numpy_read_only_probe", "xla_ffi_define", "xla_ffi_handler"]
+__all__ = ["jax_importer", "numpy_exchange_api", "numpy_read_only_probe", "torch_native_define", "torch_native_load",
+           "torch_native_register", "xla_ffi_define", "xla_ffi_handler"]
 
 
 def numpy_exchange_api():
@@ -53,3 +54,26 @@ def xla_ffi_define(key: str, function, params, n_inputs: int, n_outputs: int, n_
     a key replaces its plan; plans live for the process (compiled computations keep them).
     A process defines at most 2048 keys (RuntimeError past that)."""
     return _core.xla_ffi_define(key, function, params, n_inputs, n_outputs, n_alloc)
+
+
+def torch_native_load(paths) -> str | None:
+    """Resolve torch's stable C shim (torch >= 2.10) in the already-loaded libraries
+    ``paths`` (none is loaded here) for the core's native torch kernels: None when every
+    required function is there, else their names (a str). Resolved once per process."""
+    return _core.torch_native_load(list(paths))
+
+
+def torch_native_define(name: str, function, params, outputs) -> int:
+    """Define the plan of op ``name``'s native torch kernel and return its slot (for
+    :func:`torch_native_register`): ``function`` the kernel function, ``params`` a
+    sequence of ``(name, kind, optional, written)``, ``outputs`` one compiled output rule
+    per returned tensor (the layout ``tensorplug_adapters.torch_native.compile_outputs``
+    builds; csrc/python/torch_native.cc documents it)."""
+    return _core.torch_native_define(name, function, params, outputs)
+
+
+def torch_native_register(slot: int, namespace: str, dispatch_key: str, name: str) -> None:
+    """Register the native kernel of plan ``slot`` with torch's dispatcher as the
+    ``dispatch_key`` kernel of ``namespace::name`` (``name`` may carry an overload:
+    ``"op.overload"``). The op's schema must be defined already."""
+    _core.torch_native_register(slot, namespace, dispatch_key, name)

@@ -29,6 +29,7 @@ from tensorplug.shapes import dtype_name
 
 from . import torch_autograd
 from . import torch_sharding
+from . import torch_native
 
 _SCHEMA_TYPES = {"view": "Tensor", "tensor": "Tensor", "mview": "Tensor", "int": "SymInt", "float": "float",
                  "bool": "bool", "str": "str", "device": "Device", "dtype": "ScalarType", "views": "Tensor[]",
@@ -100,15 +101,15 @@ def _register(torch, op) -> None:
     if lib is None:
         lib = _libraries[op.namespace] = torch.library.Library(op.namespace, "FRAGMENT")
     lib.define(f"{op.opname}{schema(op)}")
-    lib.impl(op.opname, _kernel(torch, op), "CompositeExplicitAutograd")
+    if op.written:
+        lib.define(f"{op.opname}.{FUNCTIONALIZABLE}{schema(op)}")
+    _impl_kernels(torch, lib, op)
     fake = _fake(torch, op) if op.n_outputs else _no_outputs
     torch.library.register_fake(op.name, fake, lib=lib)
     packet = getattr(getattr(torch.ops, op.namespace), op.opname)
     if op.written:
         # The same op once more, as an overload without a Functionalize kernel: the form
         # torch's auto_functionalized takes (see _functionalize).
-        lib.define(f"{op.opname}.{FUNCTIONALIZABLE}{schema(op)}")
-        lib.impl(f"{op.opname}.{FUNCTIONALIZABLE}", _kernel(torch, op), "CompositeExplicitAutograd")
         torch.library.register_fake(f"{op.name}.{FUNCTIONALIZABLE}", fake, lib=lib)
         lib.impl(op.opname, _functionalize(torch, op, getattr(packet, FUNCTIONALIZABLE)), "Functionalize")
     _overloads[op.name] = packet.default
@@ -119,6 +120,16 @@ def _register(torch, op) -> None:
                      torch.device, torch.dtype, torch_sharding.dtensor_type()):
         if arg_type is not None:
             op.resolve(arg_type)
+
+
+def _impl_kernels(torch, lib, op) -> None:
+    """The op's kernel (and its functionalizable twin's): the native one
+    (:mod:`tensorplug_adapters.torch_native`: no Python, no GIL), else the Python kernel."""
+    names = [op.opname] + ([f"{op.opname}.{FUNCTIONALIZABLE}"] if op.written else [])
+    if torch_native.register(torch, op, "CompositeExplicitAutograd", names):
+        return
+    for name in names:
+        lib.impl(name, _kernel(torch, op), "CompositeExplicitAutograd")
 
 
 def _no_outputs(*args):

@@ -1,0 +1,1066 @@
+// The native torch kernel: runs an exported tensorplug function as the dispatcher kernel of
+// a tensorplug.op, with no Python and no GIL between torch's dispatcher and the function.
+//
+// torch (>= 2.10) exports a stable C shim from libtorch: a boxed kernel
+// `void fn(StableIValue* stack, uint64_t num_args, uint64_t num_outputs)` is registered with
+// torch_library_impl, and tensors are read and made through aoti_torch_* accessors. These
+// are plain C symbols of the already-loaded libtorch, resolved here with dlsym at run time
+// (ShimTable): tensorplug compiles against no torch header, and one build serves every
+// torch version that has them. The prototypes and encodings below are facts from torch's
+// headers (torch/csrc/inductor/aoti_torch/c/shim.h, torch/csrc/stable/c/shim.h and
+// stableivalue_conversions.h), declared here.
+//
+// As for the XLA handler (xla_ffi.cc), the boxed signature carries no user data: each op
+// is a plan in a slot, and each slot has a handler function of its own (HandlerAt). Per
+// call the handler turns the stack into the function's packed arguments (tensors as
+// DLTensor views of torch's tensors, scalars, optionals, lists, devices, dtypes), binds the
+// stream of the primary tensor's device and an allocator that allocates through torch
+// (aoti_torch_empty_strided), calls the function through the C ABI, checks each returned
+// tensor against the op's output rule (compiled into the plan: RuleProgram), and leaves
+// the results on the stack as torch tensors. An error becomes a C++ exception, which torch
+// raises as RuntimeError("<op>(): <kind>: <message>").
+//
+// Over 500 lines: the shim table, the plan with its compiled output rule and the per-call
+// conversion share the encodings of the stack and are read together.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common.h"
+#include "function_object.h"
+#include "tensorplug/dtype.h"
+
+namespace tensorplug::py {
+
+namespace {
+
+// ------------------------------------------------------------- the shim ----
+// torch's types as the shim declares them: opaque handles, int32 error codes (0: success).
+using StableIValue = uint64_t;
+using AtenTensorHandle = void*;
+using TorchLibraryHandle = void*;
+using StableListHandle = void*;
+using StringHandle = void*;
+using ShimError = int32_t;
+using BoxedKernel = void (*)(StableIValue*, uint64_t, uint64_t);
+
+// The extension build version tensorplug states to torch_library_impl: the stack encoding
+// of torch 2.10 (lists as StableListHandle, strings as StringHandle, a device as
+// type << 32 | index), which later versions keep for kernels that state it.
+constexpr uint64_t kTorch210 = (uint64_t{2} << 56) | (uint64_t{10} << 48);
+
+struct ShimTable {
+  // Required (torch >= 2.10).
+  ShimError (*library_init_impl)(const char*, const char*, const char*, uint32_t, TorchLibraryHandle*);
+  ShimError (*library_impl)(TorchLibraryHandle, const char*, BoxedKernel, uint64_t);
+  ShimError (*delete_tensor_object)(AtenTensorHandle);
+  ShimError (*get_data_ptr)(AtenTensorHandle, void**);
+  ShimError (*get_dim)(AtenTensorHandle, int64_t*);
+  ShimError (*get_sizes)(AtenTensorHandle, int64_t**);
+  ShimError (*get_strides)(AtenTensorHandle, int64_t**);
+  ShimError (*get_dtype)(AtenTensorHandle, int32_t*);
+  ShimError (*get_device_type)(AtenTensorHandle, int32_t*);
+  ShimError (*get_device_index)(AtenTensorHandle, int32_t*);
+  ShimError (*empty_strided)(int64_t, const int64_t*, const int64_t*, int32_t, int32_t, int32_t, AtenTensorHandle*);
+  ShimError (*list_size)(StableListHandle, size_t*);
+  ShimError (*list_get_item)(StableListHandle, size_t, StableIValue*);
+  ShimError (*delete_list)(StableListHandle);
+  ShimError (*string_length)(StringHandle, size_t*);
+  ShimError (*string_c_str)(StringHandle, const char**);
+  ShimError (*delete_string)(StringHandle);
+  int32_t (*device_type_cpu)();
+  int32_t (*device_type_cuda)();
+  int32_t (*layout_strided)();
+  // Optional: absent in some versions or builds (nullptr then).
+  ShimError (*delete_stable_ivalue)(StableIValue*);  // 2.13; before, an optional's box is freed with delete
+  ShimError (*from_blob)(void*, int64_t, const int64_t*, const int64_t*, int64_t, int32_t, int32_t, int32_t,
+                         AtenTensorHandle*, int32_t, const uint8_t*, int64_t, void (*)(void*, void*),
+                         void*);                                     // 2.11: results not from the allocator
+  ShimError (*current_cuda_stream)(int32_t, void**);                // CUDA builds
+};
+ShimTable g_shim{};
+std::atomic<bool> g_shim_ready{false};
+
+// torch's dtype codes (aoti_torch_dtype_*(), c10::ScalarType values) and their DLPack types.
+struct DTypePair {
+  int32_t torch;
+  DLDataType dl;
+};
+std::vector<DTypePair> g_dtypes;
+
+bool DLFromTorchDType(int32_t code, DLDataType* out) {
+  for (const DTypePair& p : g_dtypes) {
+    if (p.torch == code) {
+      *out = p.dl;
+      return true;
+    }
+  }
+  return false;
+}
+bool TorchFromDLDType(DLDataType dl, int32_t* out) {
+  for (const DTypePair& p : g_dtypes) {
+    if (p.dl.code == dl.code && p.dl.bits == dl.bits && p.dl.lanes == dl.lanes) {
+      *out = p.torch;
+      return true;
+    }
+  }
+  return false;
+}
+
+// The shim's device type code as DLPack's, and back.
+int32_t DLDeviceOf(int32_t torch_type) {
+  if (torch_type == g_shim.device_type_cpu()) return kDLCPU;
+  if (torch_type == g_shim.device_type_cuda()) return kDLCUDA;
+  return -1;
+}
+int32_t TorchDeviceOf(int32_t dl_type) {
+  if (dl_type == kDLCPU) return g_shim.device_type_cpu();
+  if (dl_type == kDLCUDA || dl_type == kDLCUDAManaged) return g_shim.device_type_cuda();
+  return -1;
+}
+
+std::string DeviceText(DLDevice d) {
+  const char* name = d.device_type == kDLCPU ? "cpu" : d.device_type == kDLCUDA ? "cuda" : nullptr;
+  return (name ? std::string(name) : "device type " + std::to_string(d.device_type)) + ":" +
+         std::to_string(d.device_id);
+}
+
+std::string ShapeText(DLDataType dtype, int64_t ndim, const int64_t* shape) {
+  std::string text = DataTypeToString(dtype) + "[";
+  for (int64_t i = 0; i < ndim; ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+// ------------------------------------------------------------ tensors ----
+// Owns one AtenTensorHandle (deleted with the handle when its deleter runs).
+struct TorchOwned {
+  DLManagedTensorVersioned managed;
+  AtenTensorHandle handle;
+};
+void TorchOwnedDeleter(DLManagedTensorVersioned* self) {
+  auto* owned = reinterpret_cast<TorchOwned*>(self);
+  g_shim.delete_tensor_object(owned->handle);
+  delete owned;
+}
+
+// Describe torch tensor `h` as `view` (the shim's size and stride arrays are borrowed: they
+// live as long as the tensor). False with *error set for a dtype or device DLPack lacks.
+bool Describe(AtenTensorHandle h, DLTensor* view, std::string* error) {
+  int64_t ndim = 0;
+  int32_t dtype = 0, device_type = 0, device_index = 0;
+  int64_t* sizes = nullptr;
+  int64_t* strides = nullptr;
+  void* data = nullptr;
+  if (g_shim.get_dim(h, &ndim) || g_shim.get_sizes(h, &sizes) || g_shim.get_strides(h, &strides) ||
+      g_shim.get_dtype(h, &dtype) || g_shim.get_device_type(h, &device_type) || g_shim.get_data_ptr(h, &data)) {
+    *error = "torch could not describe the tensor";
+    return false;
+  }
+  // A CPU tensor's index is -1 (DLPack's 0): asked of the other devices only.
+  if (device_type != g_shim.device_type_cpu() && g_shim.get_device_index(h, &device_index)) {
+    *error = "torch could not describe the tensor";
+    return false;
+  }
+  DLDataType dl;
+  if (!DLFromTorchDType(dtype, &dl)) {
+    *error = "torch dtype code " + std::to_string(dtype) + " has no DLPack equivalent";
+    return false;
+  }
+  const int32_t dl_device = DLDeviceOf(device_type);
+  if (dl_device < 0) {
+    *error = "tensors on torch device type " + std::to_string(device_type) + " are not supported";
+    return false;
+  }
+  if (ndim > TP_MAX_NDIM) {
+    *error = std::to_string(ndim) + " dimensions; tensorplug takes at most " + std::to_string(TP_MAX_NDIM);
+    return false;
+  }
+  // The shim's data pointer includes the storage offset; a CPU tensor's index is -1.
+  *view = DLTensor{data, DLDevice{static_cast<DLDeviceType>(dl_device), device_index < 0 ? 0 : device_index},
+                   static_cast<int32_t>(ndim), dl, sizes, strides, 0};
+  return true;
+}
+
+// A managed tensor owning `h` (moved in); nullptr with *error set (h deleted) on failure.
+DLManagedTensorVersioned* Own(AtenTensorHandle h, std::string* error) {
+  auto* owned = new (std::nothrow) TorchOwned{};
+  if (owned == nullptr) {
+    g_shim.delete_tensor_object(h);
+    *error = "out of memory";
+    return nullptr;
+  }
+  owned->handle = h;
+  if (!Describe(h, &owned->managed.dl_tensor, error)) {
+    g_shim.delete_tensor_object(h);
+    delete owned;
+    return nullptr;
+  }
+  owned->managed.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  owned->managed.manager_ctx = owned;
+  owned->managed.deleter = TorchOwnedDeleter;
+  owned->managed.flags = 0;
+  return &owned->managed;
+}
+
+// The allocator bound while the kernel runs: Tensor::FromEnvAlloc allocates through torch.
+int TorchAllocatorImpl(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                   void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
+  int32_t dtype = 0;
+  const int32_t device_type = TorchDeviceOf(prototype->device.device_type);
+  if (!TorchFromDLDType(prototype->dtype, &dtype) || device_type < 0) {
+    const std::string message = "torch cannot allocate " + DataTypeToString(prototype->dtype) + " on " +
+                                DeviceText(prototype->device);
+    set_error(error_ctx, "TypeError", message.c_str());
+    return -1;
+  }
+  int64_t compact[TP_MAX_NDIM];
+  const int64_t* strides = prototype->strides;
+  if (strides == nullptr) {
+    int64_t step = 1;
+    for (int32_t i = prototype->ndim - 1; i >= 0; --i) {
+      compact[i] = step;
+      step *= prototype->shape[i] > 1 ? prototype->shape[i] : 1;
+    }
+    strides = compact;
+  }
+  AtenTensorHandle h = nullptr;
+  if (g_shim.empty_strided(prototype->ndim, prototype->shape, strides, dtype, device_type,
+                           prototype->device.device_id, &h) != 0) {
+    set_error(error_ctx, "MemoryError", ("torch could not allocate " + ShapeText(prototype->dtype, prototype->ndim,
+                                                                                    prototype->shape)).c_str());
+    return -1;
+  }
+  // The new tensor is what was asked for: only its memory and torch's shape and stride
+  // arrays (borrowed, alive with the tensor) are read back.
+  void* data = nullptr;
+  int64_t* sizes = nullptr;
+  int64_t* tensor_strides = nullptr;
+  if (g_shim.get_data_ptr(h, &data) || g_shim.get_sizes(h, &sizes) || g_shim.get_strides(h, &tensor_strides)) {
+    g_shim.delete_tensor_object(h);
+    set_error(error_ctx, "RuntimeError", "torch could not describe the tensor it allocated");
+    return -1;
+  }
+  auto* owned = new (std::nothrow) TorchOwned{};
+  if (owned == nullptr) {
+    g_shim.delete_tensor_object(h);
+    set_error(error_ctx, "MemoryError", "out of memory");
+    return -1;
+  }
+  owned->handle = h;
+  owned->managed.dl_tensor = DLTensor{data, prototype->device, prototype->ndim, prototype->dtype, sizes, tensor_strides, 0};
+  owned->managed.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  owned->managed.manager_ctx = owned;
+  owned->managed.deleter = TorchOwnedDeleter;
+  owned->managed.flags = 0;
+  *out = &owned->managed;
+  return 0;
+}
+
+// Called from the kernel (C ABI): no C++ exception may leave it.
+int TorchAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+                   void (*set_error)(void* error_ctx, const char* kind, const char* message)) noexcept {
+  try {
+    return TorchAllocatorImpl(prototype, out, error_ctx, set_error);
+  } catch (...) {
+    set_error(error_ctx, "MemoryError", "out of memory");
+    return -1;
+  }
+}
+
+// A torch tensor for a returned managed tensor (consumed): the allocator's tensor itself,
+// else (torch >= 2.11) a torch tensor over its memory that runs its deleter when freed.
+AtenTensorHandle ToTorch(DLManagedTensorVersioned* managed, std::string* error) {
+  if (managed->deleter == TorchOwnedDeleter) {
+    auto* owned = reinterpret_cast<TorchOwned*>(managed);
+    AtenTensorHandle h = owned->handle;
+    delete owned;
+    return h;
+  }
+  const DLTensor& t = managed->dl_tensor;
+  int32_t dtype = 0;
+  const int32_t device_type = TorchDeviceOf(t.device.device_type);
+  if (g_shim.from_blob == nullptr || !TorchFromDLDType(t.dtype, &dtype) || device_type < 0) {
+    *error = g_shim.from_blob == nullptr ? "returned a tensor it did not allocate with Tensor::FromEnvAlloc (torch "
+                                           "before 2.11 cannot take it)"
+                                         : "returned a " + DataTypeToString(t.dtype) + " tensor on " +
+                                               DeviceText(t.device) + ", which torch has no type for";
+    if (managed->deleter) managed->deleter(managed);
+    return nullptr;
+  }
+  int64_t compact[TP_MAX_NDIM];
+  const int64_t* strides = t.strides;
+  if (strides == nullptr) {
+    int64_t step = 1;
+    for (int32_t i = t.ndim - 1; i >= 0; --i) {
+      compact[i] = step;
+      step *= t.shape[i] > 1 ? t.shape[i] : 1;
+    }
+    strides = compact;
+  }
+  AtenTensorHandle h = nullptr;
+  auto release = [](void*, void* ctx) {
+    auto* m = static_cast<DLManagedTensorVersioned*>(ctx);
+    if (m->deleter) m->deleter(m);
+  };
+  if (g_shim.from_blob(static_cast<char*>(t.data) + t.byte_offset, t.ndim, t.shape, strides, 0, dtype, device_type,
+                       t.device.device_id, &h, g_shim.layout_strided(), nullptr, 0, release, managed) != 0) {
+    *error = "torch could not wrap the returned tensor";
+    if (managed->deleter) managed->deleter(managed);
+    return nullptr;
+  }
+  return h;
+}
+
+// -------------------------------------------------------------- plans ----
+enum class Kind : int32_t { kView, kTensor, kInt, kFloat, kBool, kStr, kDevice, kDType, kViews, kInts };
+
+struct ParamPlan {
+  Kind kind;
+  bool optional;
+  bool written;
+  std::string name;
+};
+
+// An output rule compiled (from tensorplug.Output / like in Python, see torch_native.py):
+// each dimension an RPN program over the call's arguments.
+enum class Op : int32_t { kConst, kInt, kDim, kItem, kLen, kListDim, kAdd, kSub, kMul, kFloorDiv, kMod, kNeg };
+struct Step {
+  Op op;
+  int64_t a, b, c;  // kConst: a; kInt/kLen: param a; kDim/kItem: param a, index b; kListDim: param a, item b, index c
+};
+enum class From : int32_t { kTensor = 0, kInts = 1, kDims = 2, kViews = 3, kDType = 4, kFixed = 5, kPrimary = 6,
+                            kDevice = 7 };
+struct OutputRule {
+  From shape_from;
+  int32_t shape_param;
+  std::vector<std::vector<Step>> dims;
+  From dtype_from;
+  int32_t dtype_param;
+  DLDataType dtype_fixed;
+  From device_from;
+  int32_t device_param;
+  DLDevice device_fixed;
+};
+
+struct TorchPlan {
+  std::string op;  // "ns::name", for messages
+  TPFunctionHandle func;  // one reference, never released (plans live for the process)
+  TPPackedFunc entry;
+  void* self;
+  std::vector<ParamPlan> params;
+  std::vector<OutputRule> outputs;  // one per tensor the function returns
+};
+
+constexpr int32_t kMaxPlans = 1024;
+std::atomic<const TorchPlan*> g_plan_slots[kMaxPlans];
+std::mutex g_define_mutex;
+int32_t g_next_slot = 0;
+
+[[noreturn]] void Fail(const TorchPlan& plan, const std::string& kind, const std::string& message) {
+  throw std::runtime_error(plan.op + "(): " + kind + ": " + message);
+}
+
+// ------------------------------------------------------- the call ----
+// `n` values of T in the handler's frame, on the heap only past kInline (as xla_ffi.cc's).
+template <class T, size_t kInline>
+struct FrameArray {
+  T inline_items[kInline];
+  std::unique_ptr<T[]> heap;
+  T* data;
+  explicit FrameArray(size_t n) : data(n <= kInline ? inline_items : (heap.reset(new T[n]), heap.get())) {}
+};
+constexpr size_t kInlineParams = 16;
+
+// What the call owns of the stack until it ends (torch hands the kernel its values): per
+// parameter a tensor handle, a list handle or a string handle (nullptr once moved or for
+// None).
+struct Owned {
+  const TorchPlan& plan;
+  FrameArray<void*, kInlineParams> by_param;
+  Owned(const TorchPlan& p, size_t n) : plan(p), by_param(n) {
+    for (size_t i = 0; i < n; ++i) by_param.data[i] = nullptr;
+  }
+  ~Owned() {
+    for (size_t i = 0; i < plan.params.size(); ++i) {
+      void* h = by_param.data[i];
+      if (h == nullptr) continue;
+      switch (plan.params[i].kind) {
+        case Kind::kView:
+        case Kind::kTensor: g_shim.delete_tensor_object(h); break;
+        case Kind::kViews:
+        case Kind::kInts: g_shim.delete_list(h); break;
+        case Kind::kStr: g_shim.delete_string(h); break;
+        default: break;
+      }
+    }
+  }
+};
+
+// The handles of list items read so far (each read is a new reference), deleted at the end.
+struct OwnedItems {
+  AtenTensorHandle* items;
+  size_t n = 0;
+  ~OwnedItems() {
+    for (size_t j = 0; j < n; ++j) g_shim.delete_tensor_object(items[j]);
+  }
+};
+
+// An optional's value: nullptr for None, else the boxed StableIValue (freed here).
+bool Unbox(StableIValue value, StableIValue* inner) {
+  auto* box = reinterpret_cast<StableIValue*>(static_cast<uintptr_t>(value));
+  if (box == nullptr) return false;
+  *inner = *box;
+  if (g_shim.delete_stable_ivalue) {
+    g_shim.delete_stable_ivalue(box);
+  } else {
+    delete box;  // torch < 2.13 boxes with new
+  }
+  return true;
+}
+
+struct Spec {
+  int32_t ndim;
+  int64_t shape[TP_MAX_NDIM];
+  DLDataType dtype;
+  DLDevice device;
+};
+
+int64_t FloorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+// Tensor argument `p` of a call, as a rule reads it (a view, or an owning tensor before
+// the call moves it).
+const DLTensor& TensorArg(const TorchPlan& plan, const TPAny* args, int64_t p) {
+  const TPAny& a = args[p];
+  if (a.type_index == kTPTensor) return a.v_tensor->dl_tensor;
+  if (a.type_index != kTPDLTensorPtr) {
+    Fail(plan, "ValueError", "output rule: argument '" + plan.params[p].name + "' is None");
+  }
+  return *a.v_dltensor;
+}
+
+int64_t EvalDim(const TorchPlan& plan, const std::vector<Step>& steps, const TPAny* args) {
+  int64_t stack[32];
+  int32_t top = 0;
+  auto tensor = [&](int64_t p) -> const DLTensor& { return TensorArg(plan, args, p); };
+  auto dim = [&](const DLTensor& t, int64_t i) {
+    const int64_t k = i < 0 ? i + t.ndim : i;
+    if (k < 0 || k >= t.ndim) Fail(plan, "IndexError", "output rule: dimension " + std::to_string(i) + " of a " +
+                                                           std::to_string(t.ndim) + "-d tensor");
+    return t.shape[k];
+  };
+  for (const Step& s : steps) {
+    if (top >= 31) Fail(plan, "ValueError", "output rule: expression too deep");
+    switch (s.op) {
+      case Op::kConst: stack[top++] = s.a; break;
+      case Op::kInt: stack[top++] = args[s.a].v_int64; break;
+      case Op::kDim: stack[top++] = dim(tensor(s.a), s.b); break;
+      case Op::kItem: {
+        const TPIntArray& a = *args[s.a].v_int_array;
+        const int64_t k = s.b < 0 ? s.b + a.size : s.b;
+        if (k < 0 || k >= a.size) Fail(plan, "IndexError", "output rule: item " + std::to_string(s.b) + " of " +
+                                                               std::to_string(a.size));
+        stack[top++] = a.data[k];
+        break;
+      }
+      case Op::kLen:
+        stack[top++] = args[s.a].type_index == kTPArray ? args[s.a].v_array->size : args[s.a].v_int_array->size;
+        break;
+      case Op::kListDim: {
+        const TPArray& a = *args[s.a].v_array;
+        const int64_t k = s.b < 0 ? s.b + a.size : s.b;
+        if (k < 0 || k >= a.size) Fail(plan, "IndexError", "output rule: item " + std::to_string(s.b) + " of " +
+                                                               std::to_string(a.size) + " tensors");
+        stack[top++] = dim(*a.items[k].v_dltensor, s.c);
+        break;
+      }
+      case Op::kNeg: stack[top - 1] = -stack[top - 1]; break;
+      default: {
+        const int64_t r = stack[--top], l = stack[--top];
+        if ((s.op == Op::kFloorDiv || s.op == Op::kMod) && r == 0) {
+          Fail(plan, "ZeroDivisionError", "output rule: division by zero");
+        }
+        stack[top++] = s.op == Op::kAdd ? l + r : s.op == Op::kSub ? l - r : s.op == Op::kMul ? l * r
+                       : s.op == Op::kFloorDiv ? FloorDiv(l, r) : l - FloorDiv(l, r) * r;
+      }
+    }
+  }
+  return stack[0];
+}
+
+// The spec of each output, from the rule and the converted arguments (before the call:
+// the function consumes owning tensor arguments).
+void EvalRules(const TorchPlan& plan, const TPAny* args, DLDevice primary, Spec* specs) {
+  for (size_t k = 0; k < plan.outputs.size(); ++k) {
+    const OutputRule& rule = plan.outputs[k];
+    Spec& spec = specs[k];
+    switch (rule.shape_from) {
+      case From::kTensor: {
+        const DLTensor& t = TensorArg(plan, args, rule.shape_param);
+        spec.ndim = t.ndim;
+        std::memcpy(spec.shape, t.shape, sizeof(int64_t) * t.ndim);
+        break;
+      }
+      case From::kInts: {
+        const TPIntArray& a = *args[rule.shape_param].v_int_array;
+        if (a.size > TP_MAX_NDIM) Fail(plan, "ValueError", "output rule: a shape of " + std::to_string(a.size) +
+                                                               " dimensions");
+        spec.ndim = static_cast<int32_t>(a.size);
+        std::memcpy(spec.shape, a.data, sizeof(int64_t) * a.size);
+        break;
+      }
+      default:
+        spec.ndim = static_cast<int32_t>(rule.dims.size());
+        for (size_t i = 0; i < rule.dims.size(); ++i) spec.shape[i] = EvalDim(plan, rule.dims[i], args);
+    }
+    switch (rule.dtype_from) {
+      case From::kTensor: spec.dtype = TensorArg(plan, args, rule.dtype_param).dtype; break;
+      case From::kViews: {
+        const TPArray& a = *args[rule.dtype_param].v_array;
+        if (a.size == 0) Fail(plan, "ValueError", "output rule: dtype from '" + plan.params[rule.dtype_param].name +
+                                                      "': the list is empty");
+        spec.dtype = a.items[0].v_dltensor->dtype;
+        break;
+      }
+      case From::kDType: spec.dtype = args[rule.dtype_param].v_dtype; break;
+      default: spec.dtype = rule.dtype_fixed;
+    }
+    switch (rule.device_from) {
+      case From::kTensor: spec.device = TensorArg(plan, args, rule.device_param).device; break;
+      case From::kDevice: spec.device = args[rule.device_param].v_device; break;
+      case From::kPrimary: spec.device = primary; break;
+      default: spec.device = rule.device_fixed;
+    }
+  }
+}
+
+void CheckResult(const TorchPlan& plan, size_t k, const DLTensor& t, const Spec& spec) {
+  bool same = t.ndim == spec.ndim && t.dtype.code == spec.dtype.code && t.dtype.bits == spec.dtype.bits &&
+              t.dtype.lanes == spec.dtype.lanes && t.device.device_type == spec.device.device_type &&
+              t.device.device_id == spec.device.device_id;
+  for (int32_t i = 0; same && i < t.ndim; ++i) same = t.shape[i] == spec.shape[i];
+  if (!same) {
+    throw std::runtime_error("op '" + plan.op + "' returned " + ShapeText(t.dtype, t.ndim, t.shape) + " on " +
+                             DeviceText(t.device) + " as result " + std::to_string(k) +
+                             ", but its output rule declares " + ShapeText(spec.dtype, spec.ndim, spec.shape) +
+                             " on " + DeviceText(spec.device));
+  }
+}
+
+// Binds the allocator and the primary device's stream for the thread, restoring both.
+struct EnvScope {
+  DLPackManagedTensorAllocator saved_allocator;
+  DLDevice device;
+  void* saved_stream = nullptr;
+  EnvScope(DLDevice d, void* stream) : device(d) {
+    saved_allocator = TPEnvSetAllocator(TorchAllocator);
+    if (d.device_type != kDLCPU) saved_stream = TPEnvSetStream(d.device_type, d.device_id, stream);
+  }
+  ~EnvScope() {
+    if (device.device_type != kDLCPU) TPEnvSetStream(device.device_type, device.device_id, saved_stream);
+    TPEnvSetAllocator(saved_allocator);
+  }
+};
+
+// Releases TPAny values still owned (kTPTensor arguments not yet moved, results).
+struct AnyGuard {
+  TPAny* values;
+  size_t n = 0;
+  ~AnyGuard() {
+    for (size_t i = 0; i < n; ++i) TPAnyRelease(&values[i]);
+  }
+};
+
+void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+  const size_t n = plan.params.size();
+  if (num_args != n || num_outputs != plan.outputs.size()) {
+    Fail(plan, "RuntimeError", "torch passed " + std::to_string(num_args) + " argument(s) and expects " +
+                                   std::to_string(num_outputs) + " result(s); the op declares " + std::to_string(n) +
+                                   " and " + std::to_string(plan.outputs.size()));
+  }
+  // First: every stack value is taken (owned by `owned`), so that an error below leaks nothing.
+  Owned owned(plan, n);
+  FrameArray<StableIValue, kInlineParams> values(n);
+  size_t total_items = 0, total_ints = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const ParamPlan& p = plan.params[i];
+    StableIValue v = stack[i];
+    if (p.optional && !Unbox(stack[i], &v)) v = 0;  // None: no handle (0 is never one)
+    values.data[i] = v;
+    const bool handle = p.kind == Kind::kView || p.kind == Kind::kTensor || p.kind == Kind::kViews ||
+                        p.kind == Kind::kInts || p.kind == Kind::kStr;
+    if (handle) owned.by_param.data[i] = reinterpret_cast<void*>(static_cast<uintptr_t>(v));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Kind kind = plan.params[i].kind;
+    if ((kind == Kind::kViews || kind == Kind::kInts) && owned.by_param.data[i] != nullptr) {
+      size_t size = 0;
+      g_shim.list_size(owned.by_param.data[i], &size);
+      (kind == Kind::kViews ? total_items : total_ints) += size;
+    }
+  }
+  FrameArray<AtenTensorHandle, kInlineParams> item_handles(total_items);
+  OwnedItems owned_items{item_handles.data};
+  FrameArray<DLTensor, kInlineParams> views(n + total_items);  // one per tensor parameter, then list items
+  FrameArray<TPAny, kInlineParams> items(total_items);
+  FrameArray<int64_t, 64> ints(total_ints);
+  FrameArray<TPArray, kInlineParams> arrays(n);
+  FrameArray<TPIntArray, kInlineParams> int_arrays(n);
+  FrameArray<TPAny, kInlineParams> args(n);
+  size_t items_used = 0, ints_used = 0;
+
+  std::string error;
+  DLDevice primary{kDLCPU, 0};
+  bool have_primary = false, have_first = false;
+  auto note_device = [&](DLDevice d) {
+    if (!have_primary && d.device_type != kDLCPU) {
+      primary = d;
+      have_primary = true;
+    } else if (!have_primary && !have_first) {
+      primary = d;
+    }
+    have_first = true;
+  };
+  auto arg_error = [&](const ParamPlan& p, const std::string& what) {
+    Fail(plan, "TypeError", "argument '" + p.name + "': " + what);
+  };
+  AnyGuard guard{args.data};
+  for (size_t i = 0; i < n; ++i, guard.n = i) {
+    const ParamPlan& p = plan.params[i];
+    TPAny& a = args.data[i];
+    a = TPAny{};
+    if (p.optional && stack[i] == 0) continue;  // None
+    const StableIValue v = values.data[i];
+    switch (p.kind) {
+      case Kind::kView: {
+        auto h = reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(v));
+        if (!Describe(h, &views.data[i], &error)) arg_error(p, error);
+        note_device(views.data[i].device);
+        a.type_index = kTPDLTensorPtr;
+        a.v_dltensor = &views.data[i];
+        break;
+      }
+      case Kind::kTensor: {
+        // Owning: the stack's handle is moved into the callee.
+        auto h = reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(v));
+        owned.by_param.data[i] = nullptr;
+        DLManagedTensorVersioned* managed = Own(h, &error);
+        if (managed == nullptr) arg_error(p, error);
+        note_device(managed->dl_tensor.device);
+        a.type_index = kTPTensor;
+        a.v_tensor = managed;
+        break;
+      }
+      case Kind::kInt:
+        a.type_index = kTPInt;
+        a.v_int64 = static_cast<int64_t>(v);
+        break;
+      case Kind::kFloat: {
+        double d;
+        std::memcpy(&d, &v, sizeof d);
+        a.type_index = kTPFloat;
+        a.v_float64 = d;
+        break;
+      }
+      case Kind::kBool:
+        a.type_index = kTPBool;
+        a.v_int64 = (v & 0xff) != 0;
+        break;
+      case Kind::kStr: {
+        // torch's string handle holds a NUL-terminated string, kept until the call ends.
+        const char* data = nullptr;
+        if (g_shim.string_c_str(reinterpret_cast<StringHandle>(static_cast<uintptr_t>(v)), &data)) {
+          arg_error(p, "unreadable string");
+        }
+        a.type_index = kTPRawStr;
+        a.v_c_str = data;
+        break;
+      }
+      case Kind::kDevice: {
+        const int32_t type = DLDeviceOf(static_cast<int32_t>(v >> 32));
+        const int32_t index = static_cast<int32_t>(v & 0xffffffffu);
+        if (type < 0) arg_error(p, "torch device type " + std::to_string(static_cast<int32_t>(v >> 32)) +
+                                       " is not supported");
+        a.type_index = kTPDevice;
+        a.v_device = DLDevice{static_cast<DLDeviceType>(type), index < 0 ? 0 : index};
+        break;
+      }
+      case Kind::kDType: {
+        DLDataType dl;
+        if (!DLFromTorchDType(static_cast<int32_t>(v), &dl)) {
+          arg_error(p, "torch dtype code " + std::to_string(static_cast<int32_t>(v)) + " has no DLPack equivalent");
+        }
+        a.type_index = kTPDataType;
+        a.v_dtype = dl;
+        break;
+      }
+      case Kind::kViews: {
+        auto list = reinterpret_cast<StableListHandle>(static_cast<uintptr_t>(v));
+        size_t size = 0;
+        g_shim.list_size(list, &size);
+        TPAny* list_items = items.data + items_used;
+        for (size_t j = 0; j < size; ++j) {
+          StableIValue item = 0;
+          g_shim.list_get_item(list, j, &item);
+          auto h = reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(item));
+          item_handles.data[owned_items.n++] = h;
+          DLTensor& view = views.data[n + items_used + j];
+          if (!Describe(h, &view, &error)) arg_error(p, "item " + std::to_string(j) + ": " + error);
+          note_device(view.device);
+          list_items[j] = TPAny{};
+          list_items[j].type_index = kTPDLTensorPtr;
+          list_items[j].v_dltensor = &view;
+        }
+        items_used += size;
+        arrays.data[i] = TPArray{static_cast<int64_t>(size), list_items};
+        a.type_index = kTPArray;
+        a.v_array = &arrays.data[i];
+        break;
+      }
+      case Kind::kInts: {
+        auto list = reinterpret_cast<StableListHandle>(static_cast<uintptr_t>(v));
+        size_t size = 0;
+        g_shim.list_size(list, &size);
+        int64_t* data = ints.data + ints_used;
+        for (size_t j = 0; j < size; ++j) {
+          StableIValue item = 0;
+          g_shim.list_get_item(list, j, &item);
+          data[j] = static_cast<int64_t>(item);
+        }
+        ints_used += size;
+        int_arrays.data[i] = TPIntArray{static_cast<int64_t>(size), data};
+        a.type_index = kTPIntArray;
+        a.v_int_array = &int_arrays.data[i];
+        break;
+      }
+    }
+  }
+  guard.n = n;
+
+  Spec specs[8];
+  std::unique_ptr<Spec[]> many;
+  Spec* expected = specs;
+  if (plan.outputs.size() > 8) expected = (many.reset(new Spec[plan.outputs.size()]), many.get());
+  EvalRules(plan, args.data, primary, expected);
+
+  void* stream = nullptr;
+  if (primary.device_type == kDLCUDA) {
+    if (g_shim.current_cuda_stream == nullptr || g_shim.current_cuda_stream(primary.device_id, &stream) != 0) {
+      Fail(plan, "RuntimeError", "torch has no current CUDA stream for device " + std::to_string(primary.device_id));
+    }
+  }
+  TPAny result;
+  result.type_index = kTPNone;
+  int rc;
+  {
+    EnvScope env(primary, stream);
+    rc = plan.entry(plan.self, args.data, static_cast<int32_t>(n), &result);
+  }
+  guard.n = 0;  // owning tensor arguments now belong to the callee
+  AnyGuard result_guard{&result, 1};
+  if (rc != 0) {
+    const char* kind = "RuntimeError";
+    const char* message = "unknown error";
+    TPErrorGet(&kind, &message);
+    std::string text = plan.op + "(): " + kind + ": " + message;
+    TPErrorClear();
+    throw std::runtime_error(text);
+  }
+  // Results: each checked against its rule, then handed to torch on the stack.
+  const size_t declared = plan.outputs.size();
+  TPAny* results = &result;
+  size_t returned = result.type_index == kTPNone ? 0 : 1;
+  if (result.type_index == kTPTuple) {
+    results = result.v_tuple->items;
+    returned = static_cast<size_t>(result.v_tuple->size);
+  }
+  if (returned != declared) {
+    throw std::runtime_error("op '" + plan.op + "' returned " + std::to_string(returned) +
+                             " tensor(s), but its output rule declares " + std::to_string(declared));
+  }
+  for (size_t k = 0; k < declared; ++k) {
+    if (results[k].type_index != kTPTensor) {
+      throw std::runtime_error("op '" + plan.op + "' returned a non-tensor value as result " + std::to_string(k));
+    }
+    CheckResult(plan, k, results[k].v_tensor->dl_tensor, expected[k]);
+  }
+  FrameArray<AtenTensorHandle, 8> out(declared);
+  for (size_t k = 0; k < declared; ++k) {
+    DLManagedTensorVersioned* managed = results[k].v_tensor;
+    results[k] = TPAny{};  // consumed by ToTorch
+    out.data[k] = ToTorch(managed, &error);
+    if (out.data[k] == nullptr) {
+      for (size_t j = 0; j < k; ++j) g_shim.delete_tensor_object(out.data[j]);
+      throw std::runtime_error("op '" + plan.op + "' " + error);
+    }
+  }
+  for (size_t k = 0; k < declared; ++k) stack[k] = static_cast<StableIValue>(reinterpret_cast<uintptr_t>(out.data[k]));
+}
+
+template <int32_t kSlot>
+void HandlerAt(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+  const TorchPlan* plan = g_plan_slots[kSlot].load(std::memory_order_acquire);
+  if (plan == nullptr) throw std::runtime_error("tensorplug torch kernel " + std::to_string(kSlot) + " has no plan");
+  RunPlan(*plan, stack, num_args, num_outputs);
+}
+
+template <size_t... kSlots>
+constexpr std::array<BoxedKernel, sizeof...(kSlots)> MakeHandlers(std::index_sequence<kSlots...>) {
+  return {&HandlerAt<static_cast<int32_t>(kSlots)>...};
+}
+constexpr auto kHandlers = MakeHandlers(std::make_index_sequence<kMaxPlans>{});
+
+// ------------------------------------------------------------ Python ----
+template <class F>
+bool Resolve(void* const* libs, size_t n, const char* name, F* out) {
+  for (size_t i = 0; i < n; ++i) {
+    if (void* symbol = dlsym(libs[i], name)) {
+      *out = reinterpret_cast<F>(symbol);
+      return true;
+    }
+  }
+  *out = nullptr;
+  return false;
+}
+
+// torch_native_load(paths) -> None, or the names of the missing required symbols (a
+// str): resolves the shim in the already-loaded libraries `paths` (never loads one).
+PyObject* LoadPy(PyObject*, PyObject* paths) {
+  std::lock_guard<std::mutex> lock(g_define_mutex);
+  if (g_shim_ready.load()) Py_RETURN_NONE;
+  PyObject* seq = PySequence_Fast(paths, "torch_native_load(): expected a sequence of paths");
+  if (seq == nullptr) return nullptr;
+  std::vector<void*> libs;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+    const char* path = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i));
+    if (path == nullptr) {
+      Py_DECREF(seq);
+      return nullptr;
+    }
+    if (void* lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL)) libs.push_back(lib);
+  }
+  Py_DECREF(seq);
+  ShimTable t{};
+  std::string missing;
+  auto need = [&](const char* name, auto* slot) {
+    if (!Resolve(libs.data(), libs.size(), name, slot)) missing += (missing.empty() ? "" : ", ") + std::string(name);
+  };
+  need("aoti_torch_library_init_impl", &t.library_init_impl);
+  need("torch_library_impl", &t.library_impl);
+  need("aoti_torch_delete_tensor_object", &t.delete_tensor_object);
+  need("aoti_torch_get_data_ptr", &t.get_data_ptr);
+  need("aoti_torch_get_dim", &t.get_dim);
+  need("aoti_torch_get_sizes", &t.get_sizes);
+  need("aoti_torch_get_strides", &t.get_strides);
+  need("aoti_torch_get_dtype", &t.get_dtype);
+  need("aoti_torch_get_device_type", &t.get_device_type);
+  need("aoti_torch_get_device_index", &t.get_device_index);
+  need("aoti_torch_empty_strided", &t.empty_strided);
+  need("torch_list_size", &t.list_size);
+  need("torch_list_get_item", &t.list_get_item);
+  need("torch_delete_list", &t.delete_list);
+  need("torch_string_length", &t.string_length);
+  need("torch_string_c_str", &t.string_c_str);
+  need("torch_delete_string", &t.delete_string);
+  need("aoti_torch_device_type_cpu", &t.device_type_cpu);
+  need("aoti_torch_device_type_cuda", &t.device_type_cuda);
+  need("aoti_torch_layout_strided", &t.layout_strided);
+  static const std::pair<const char*, DLDataType> kDTypeGetters[] = {
+      {"aoti_torch_dtype_bool", {kDLBool, 8, 1}},        {"aoti_torch_dtype_uint8", {kDLUInt, 8, 1}},
+      {"aoti_torch_dtype_uint16", {kDLUInt, 16, 1}},     {"aoti_torch_dtype_uint32", {kDLUInt, 32, 1}},
+      {"aoti_torch_dtype_uint64", {kDLUInt, 64, 1}},     {"aoti_torch_dtype_int8", {kDLInt, 8, 1}},
+      {"aoti_torch_dtype_int16", {kDLInt, 16, 1}},       {"aoti_torch_dtype_int32", {kDLInt, 32, 1}},
+      {"aoti_torch_dtype_int64", {kDLInt, 64, 1}},       {"aoti_torch_dtype_float16", {kDLFloat, 16, 1}},
+      {"aoti_torch_dtype_float32", {kDLFloat, 32, 1}},   {"aoti_torch_dtype_float64", {kDLFloat, 64, 1}},
+      {"aoti_torch_dtype_bfloat16", {kDLBfloat, 16, 1}}, {"aoti_torch_dtype_complex64", {kDLComplex, 64, 1}},
+      {"aoti_torch_dtype_complex128", {kDLComplex, 128, 1}},
+  };
+  std::vector<DTypePair> dtypes;
+  for (const auto& [name, dl] : kDTypeGetters) {
+    int32_t (*getter)() = nullptr;
+    if (Resolve(libs.data(), libs.size(), name, &getter)) dtypes.push_back(DTypePair{getter(), dl});
+  }
+  if (!missing.empty()) return PyUnicode_FromString(missing.c_str());
+  Resolve(libs.data(), libs.size(), "torch_delete_stable_ivalue", &t.delete_stable_ivalue);
+  Resolve(libs.data(), libs.size(), "torch_from_blob", &t.from_blob);
+  Resolve(libs.data(), libs.size(), "aoti_torch_get_current_cuda_stream", &t.current_cuda_stream);
+  g_shim = t;
+  g_dtypes = std::move(dtypes);
+  g_shim_ready.store(true);
+  Py_RETURN_NONE;
+}
+
+bool ParseSteps(PyObject* seq_obj, std::vector<Step>* steps) {
+  PyObject* seq = PySequence_Fast(seq_obj, "a dimension program must be a sequence");
+  if (seq == nullptr) return false;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+    int op;
+    long long a = 0, b = 0, c = 0;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "i|LLL", &op, &a, &b, &c)) {
+      Py_DECREF(seq);
+      return false;
+    }
+    steps->push_back(Step{static_cast<Op>(op), a, b, c});
+  }
+  Py_DECREF(seq);
+  return true;
+}
+
+// torch_native_define(name, function, params, outputs) -> slot. params: (name, kind,
+// optional, written) with kind view, tensor, int, float, bool, str, device, dtype, views,
+// ints; outputs: (shape_from, shape_param, dims, dtype_from, dtype_param, dtype_name,
+// device_from, device_param, device_type, device_id) per result, as torch_native.py
+// compiles a rule (From codes; dims a sequence of programs of (op, a, b, c) steps).
+PyObject* DefinePy(PyObject*, PyObject* args) {
+  const char* name;
+  PyObject *function, *params, *outputs;
+  if (!PyArg_ParseTuple(args, "sOOO:torch_native_define", &name, &function, &params, &outputs)) return nullptr;
+  TPFunctionHandle func = FunctionHandleOf(function);
+  if (func == nullptr) {
+    PyErr_Format(PyExc_TypeError, "torch_native_define(): expected a tensorplug.Function, got %s",
+                 Py_TYPE(function)->tp_name);
+    return nullptr;
+  }
+  auto plan = std::make_unique<TorchPlan>();
+  plan->op = name;
+  static const std::pair<const char*, Kind> kKinds[] = {
+      {"view", Kind::kView},   {"mview", Kind::kView},     {"tensor", Kind::kTensor}, {"int", Kind::kInt},
+      {"float", Kind::kFloat}, {"bool", Kind::kBool},      {"str", Kind::kStr},       {"device", Kind::kDevice},
+      {"dtype", Kind::kDType}, {"views", Kind::kViews},    {"ints", Kind::kInts}};
+  PyObject* seq = PySequence_Fast(params, "torch_native_define(): params must be a sequence");
+  if (seq == nullptr) return nullptr;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+    const char *pname, *kind;
+    int optional, written;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "sspp", &pname, &kind, &optional, &written)) {
+      Py_DECREF(seq);
+      return nullptr;
+    }
+    int found = -1;
+    for (size_t k = 0; k < sizeof(kKinds) / sizeof(kKinds[0]); ++k)
+      if (!strcmp(kKinds[k].first, kind)) found = static_cast<int>(k);
+    if (found < 0) {
+      PyErr_Format(PyExc_ValueError, "torch_native_define(): parameter '%s' has kind '%s', which has no torch form",
+                   pname, kind);
+      Py_DECREF(seq);
+      return nullptr;
+    }
+    plan->params.push_back(ParamPlan{kKinds[found].second, optional != 0, written != 0, pname});
+  }
+  Py_DECREF(seq);
+  seq = PySequence_Fast(outputs, "torch_native_define(): outputs must be a sequence");
+  if (seq == nullptr) return nullptr;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+    OutputRule rule{};
+    int shape_from, shape_param, dtype_from, dtype_param, device_from, device_param, device_type, device_id;
+    PyObject* dims;
+    const char* dtype_name;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "iiOiisiiii", &shape_from, &shape_param, &dims,
+                          &dtype_from, &dtype_param, &dtype_name, &device_from, &device_param, &device_type,
+                          &device_id)) {
+      Py_DECREF(seq);
+      return nullptr;
+    }
+    rule.shape_from = static_cast<From>(shape_from);
+    rule.shape_param = shape_param;
+    rule.dtype_from = static_cast<From>(dtype_from);
+    rule.dtype_param = dtype_param;
+    rule.device_from = static_cast<From>(device_from);
+    rule.device_param = device_param;
+    rule.device_fixed = DLDevice{static_cast<DLDeviceType>(device_type), device_id};
+    if (rule.dtype_from == From::kFixed && !DTypeFromString(dtype_name, &rule.dtype_fixed)) {
+      PyErr_Format(PyExc_ValueError, "torch_native_define(): unknown dtype '%s'", dtype_name);
+      Py_DECREF(seq);
+      return nullptr;
+    }
+    if (rule.shape_from == From::kDims) {
+      PyObject* dseq = PySequence_Fast(dims, "torch_native_define(): dims must be a sequence");
+      if (dseq == nullptr) {
+        Py_DECREF(seq);
+        return nullptr;
+      }
+      for (Py_ssize_t d = 0; d < PySequence_Fast_GET_SIZE(dseq); ++d) {
+        rule.dims.emplace_back();
+        if (!ParseSteps(PySequence_Fast_GET_ITEM(dseq, d), &rule.dims.back())) {
+          Py_DECREF(dseq);
+          Py_DECREF(seq);
+          return nullptr;
+        }
+      }
+      Py_DECREF(dseq);
+    }
+    plan->outputs.push_back(std::move(rule));
+  }
+  Py_DECREF(seq);
+  std::lock_guard<std::mutex> lock(g_define_mutex);
+  if (g_next_slot >= kMaxPlans) {
+    PyErr_Format(PyExc_RuntimeError, "tensorplug: at most %d ops get native torch kernels in one process; '%s' is "
+                 "one more", kMaxPlans, name);
+    return nullptr;
+  }
+  TPFunctionRetain(func);
+  plan->func = func;
+  plan->entry = TPFunctionGetEntry(func, &plan->self);
+  const int32_t slot = g_next_slot++;
+  g_plan_slots[slot].store(plan.release(), std::memory_order_release);
+  return PyLong_FromLong(slot);
+}
+
+// torch_native_register(slot, namespace, dispatch_key, name): the slot's kernel as the
+// `dispatch_key` kernel of operator `namespace::name` (an overload: "name.overload").
+PyObject* RegisterPy(PyObject*, PyObject* args) {
+  int slot;
+  const char *ns, *key, *name;
+  if (!PyArg_ParseTuple(args, "isss:torch_native_register", &slot, &ns, &key, &name)) return nullptr;
+  if (!g_shim_ready.load()) {
+    PyErr_SetString(PyExc_RuntimeError, "torch_native_register(): the torch shim is not loaded");
+    return nullptr;
+  }
+  if (slot < 0 || slot >= kMaxPlans || g_plan_slots[slot].load() == nullptr) {
+    PyErr_Format(PyExc_ValueError, "torch_native_register(): no plan in slot %d", slot);
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(g_define_mutex);
+  // One library per namespace and key, kept for the process (deleting it would remove
+  // the kernels registered through it).
+  static auto* libraries = new std::unordered_map<std::string, TorchLibraryHandle>();
+  TorchLibraryHandle& lib = (*libraries)[std::string(ns) + "/" + key];
+  if (lib == nullptr && g_shim.library_init_impl(ns, key, __FILE__, __LINE__, &lib) != 0) {
+    lib = nullptr;
+    PyErr_Format(PyExc_RuntimeError, "torch refused a library for namespace '%s' and key '%s'", ns, key);
+    return nullptr;
+  }
+  if (g_shim.library_impl(lib, name, kHandlers[slot], kTorch210) != 0) {
+    PyErr_Format(PyExc_RuntimeError, "torch refused the native kernel of '%s::%s' for key '%s'", ns, name, key);
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyMethodDef kTorchNativeMethods[] = {
+    {"torch_native_load", GuardedMethod<LoadPy>(), METH_O,
+     "torch_native_load(paths) -> None, or the missing shim symbols (str)"},
+    {"torch_native_define", GuardedMethod<DefinePy>(), METH_VARARGS,
+     "torch_native_define(name, function, params, outputs) -> slot: the plan of an op's native torch kernel"},
+    {"torch_native_register", GuardedMethod<RegisterPy>(), METH_VARARGS,
+     "torch_native_register(slot, namespace, dispatch_key, name): register the slot's kernel with torch"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+}  // namespace
+
+bool InitTorchNative(PyObject* module) { return PyModule_AddFunctions(module, kTorchNativeMethods) == 0; }
+
+}  // namespace tensorplug::py

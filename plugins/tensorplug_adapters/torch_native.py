@@ -1,0 +1,167 @@
+"""The native torch kernel of a :func:`tensorplug.op`: compiled code between torch's
+dispatcher and the kernel function, with no Python and no GIL on the way.
+
+torch (>= 2.10) exports a stable C shim from libtorch (``torch_library_impl`` registers a
+boxed C kernel; ``aoti_torch_*`` functions read and allocate tensors). tensorplug's
+extension resolves those symbols in the already-loaded libtorch at run time
+(``csrc/python/torch_native.cc``), so it is built once, against no torch header, for every
+torch version that has them. :func:`register` gives an op that kernel for its dispatch key;
+when it cannot (a torch without the shim functions, an output rule that is a Python shape
+function), the op keeps the Python kernel and :func:`reason` says why (also logged at INFO
+on the ``tensorplug`` logger). docs/compilers.md and docs/decisions.md describe the path.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import os
+
+from tensorplug import exchange
+from tensorplug.shapes import Output, dtype_name
+
+_log = logging.getLogger("tensorplug")
+
+# The shim libraries, in the order their symbols are looked for (loaded by torch already).
+_LIBRARIES = ("libtorch_cpu.so", "libtorch.so", "libtorch_cuda.so", "libc10.so")
+
+# From codes of csrc/python/torch_native.cc (where a rule's shape, dtype or device comes from).
+_TENSOR, _INTS, _DIMS, _VIEWS, _DTYPE, _FIXED, _PRIMARY, _DEVICE = range(8)
+# Dimension program opcodes (torch_native.cc's Op).
+_CONST, _INT, _DIM, _ITEM, _LEN, _LISTDIM, _ADD, _SUB, _MUL, _FLOORDIV, _MOD, _NEG = range(12)
+_BINOPS = {ast.Add: _ADD, ast.Sub: _SUB, ast.Mult: _MUL, ast.FloorDiv: _FLOORDIV, ast.Mod: _MOD}
+_DL_DEVICE = {"cpu": 1, "cuda": 2}
+
+_shim_missing: str | None = None
+_shim_loaded = False
+_reasons: dict[str, str | None] = {}  # op name -> None (native) or why it keeps the Python kernel
+
+
+class _NoNative(Exception):
+    """Why an op cannot have the native kernel (its message)."""
+
+
+def _load_shim(torch) -> str | None:
+    """None when the shim is resolved, else the names of the missing functions."""
+    global _shim_loaded, _shim_missing
+    if not _shim_loaded:
+        lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
+        _shim_missing = exchange.torch_native_load([os.path.join(lib_dir, name) for name in _LIBRARIES])
+        _shim_loaded = True
+    return _shim_missing
+
+
+def register(torch, op, key: str, names) -> bool:
+    """Register the native kernel of ``op`` as its ``key`` kernel for each overload in
+    ``names`` (``"name"``, ``"name.functionalizable"``). False, with :func:`reason` set,
+    when the op keeps the Python kernel."""
+    try:
+        missing = _load_shim(torch)
+        if missing:
+            raise _NoNative(f"torch {torch.__version__} lacks the stable C shim functions {missing} "
+                            "(torch >= 2.10 has them)")
+        outputs = compile_outputs(op)
+        slot = exchange.torch_native_define(op.name, op.function, _params(op), outputs)
+    except _NoNative as e:
+        _reasons[op.name] = str(e)
+        _log.info("tensorplug: %s keeps the Python kernel in torch: %s", op.name, e)
+        return False
+    for name in names:
+        exchange.torch_native_register(slot, op.namespace, key, name)
+    _reasons[op.name] = None
+    return True
+
+
+def reason(op) -> str | None:
+    """Why ``op`` runs the Python kernel in torch's dispatcher (None: it runs the native
+    kernel, or is not registered with torch yet)."""
+    return _reasons.get(op.name)
+
+
+def _params(op):
+    return [(p.name, p.kind, p.optional, p.written) for p in op.params]
+
+
+def compile_outputs(op) -> list:
+    """The op's output rule as torch_native.cc's per-output descriptors (one per returned
+    tensor). _NoNative for a rule only Python can evaluate (a shape function)."""
+    if op.n_outputs == 0:
+        return []
+    rules = op.returns if isinstance(op.returns, tuple) else (op.returns,)
+    index = {p.name: i for i, p in enumerate(op.params)}
+    kinds = {p.name: p for p in op.params}
+    compiled = []
+    for rule in rules:
+        if not isinstance(rule, Output):
+            raise _NoNative(f"its output rule {getattr(rule, '__name__', rule)!r} is a Python shape function; "
+                            "declare it as tensorplug.Output or tensorplug.like for the native kernel")
+        compiled.append((*_shape(rule.shape, index, kinds), *_dtype(rule.dtype, index, kinds),
+                         *_device(rule.device, index, kinds)))
+    return compiled
+
+
+def _shape(shape, index, kinds):
+    if isinstance(shape, str):
+        p = kinds[shape]
+        return (_INTS if p.kind == "ints" else _TENSOR), index[shape], ()
+    return _DIMS, -1, [_dim(d, index, kinds) for d in shape]
+
+
+def _dtype(rule, index, kinds):
+    if not isinstance(rule, str):
+        return _FIXED, -1, dtype_name(rule)
+    p = kinds.get(rule)
+    if p is None:
+        return _FIXED, -1, rule
+    return {"views": _VIEWS, "dtype": _DTYPE}.get(p.kind, _TENSOR), index[rule], ""
+
+
+def _device(rule, index, kinds):
+    if rule is None:
+        return _PRIMARY, -1, 0, 0
+    p = kinds.get(rule) if isinstance(rule, str) else None
+    if p is not None:
+        return (_DEVICE if p.kind == "device" else _TENSOR), index[rule], 0, 0
+    # A fixed device, checked when the op was declared: "cpu", "cuda:1", a Device or a
+    # framework's device (their str() is "type[:index]").
+    kind, _, index = str(rule).partition(":")
+    if kind not in _DL_DEVICE:
+        raise _NoNative(f"its output rule names device {rule}, which torch's native kernel does not allocate on")
+    return _FIXED, -1, _DL_DEVICE[kind], int(index or 0)
+
+
+def _dim(dim, index, kinds) -> list:
+    """One dimension (checked by tensorplug.shapes when the op was declared) as a program."""
+    if isinstance(dim, int):
+        return [(_CONST, dim)]
+    steps: list = []
+
+    def literal(node) -> int:
+        if isinstance(node, ast.UnaryOp):
+            return -node.operand.value
+        return node.value
+
+    def emit(node):
+        if isinstance(node, ast.Constant):
+            steps.append((_CONST, node.value))
+        elif isinstance(node, ast.Name):
+            steps.append((_INT, index[node.id]))
+        elif isinstance(node, ast.BinOp):
+            emit(node.left)
+            emit(node.right)
+            steps.append((_BINOPS[type(node.op)],))
+        elif isinstance(node, ast.UnaryOp):
+            emit(node.operand)
+            steps.append((_NEG,))
+        elif isinstance(node, ast.Call):  # len(xs)
+            steps.append((_LEN, index[node.args[0].id]))
+        elif isinstance(node.value, ast.Name):  # sizes[i]
+            steps.append((_ITEM, index[node.value.id], literal(node.slice)))
+        elif isinstance(node.value.value, ast.Subscript):  # xs[i].shape[j]
+            inner = node.value.value
+            steps.append((_LISTDIM, index[inner.value.id], literal(inner.slice), literal(node.slice)))
+        else:  # x.shape[i]
+            steps.append((_DIM, index[node.value.value.id], literal(node.slice)))
+
+    emit(ast.parse(dim.strip(), mode="eval").body)
+    return steps

@@ -1,0 +1,228 @@
+"""The native torch kernel of tensorplug.op (plugins/tensorplug_adapters/torch_native.py,
+csrc/python/torch_native.cc): compiled code between torch's dispatcher and the kernel
+function, which needs neither Python nor the GIL, checks results against the op's output
+rule, and falls back to the Python kernel, saying why, when it cannot serve an op.
+"""
+
+import functools
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import op_kernels  # noqa: E402  (tests/op_kernels.py)
+
+import tensorplug  # noqa: E402
+from tensorplug_adapters import torch_native  # noqa: E402
+
+TESTS = Path(__file__).parent
+
+# A plain C library (no tensorplug, no Python) whose function starts a pthread that calls
+# an op through torch's dispatcher (torch_call_dispatcher of the stable shim) and waits for
+# it at most `timeout_s`. Called through ctypes.PyDLL, the calling thread holds the GIL all
+# along: a kernel that needs the GIL never completes.
+DISPATCH_FROM_THREAD = r"""
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+typedef int32_t (*call_t)(const char*, const char*, uint64_t*, uint64_t);
+typedef int32_t (*empty_t)(int64_t, const int64_t*, const int64_t*, int32_t, int32_t, int32_t, void**);
+typedef int32_t (*data_t)(void*, void**);
+typedef int32_t (*delete_t)(void*);
+typedef int32_t (*code_t)(void);
+
+static struct { void* lib; double alpha; float result[4]; int32_t rc; } job;
+
+static void* run(void* unused) {
+  (void)unused;
+  call_t call = (call_t)dlsym(job.lib, "torch_call_dispatcher");
+  empty_t empty = (empty_t)dlsym(job.lib, "aoti_torch_empty_strided");
+  data_t data = (data_t)dlsym(job.lib, "aoti_torch_get_data_ptr");
+  delete_t del = (delete_t)dlsym(job.lib, "aoti_torch_delete_tensor_object");
+  code_t f32 = (code_t)dlsym(job.lib, "aoti_torch_dtype_float32");
+  code_t cpu = (code_t)dlsym(job.lib, "aoti_torch_device_type_cpu");
+  int64_t size = 4, stride = 1;
+  void* x = 0;
+  if (empty(1, &size, &stride, f32(), cpu(), 0, &x)) { job.rc = 2; return 0; }
+  float* px = 0;
+  data(x, (void**)&px);
+  for (int i = 0; i < 4; ++i) px[i] = (float)i;
+  uint64_t stack[3];
+  stack[0] = (uint64_t)(uintptr_t)x;  /* moved into the call */
+  memcpy(&stack[1], &job.alpha, sizeof(double));
+  stack[2] = 0;  /* bias: None */
+  if (call("tptest::scale", "", stack, (2ull << 56) | (10ull << 48))) { job.rc = 3; return 0; }
+  float* out = 0;
+  data((void*)(uintptr_t)stack[0], (void**)&out);
+  memcpy(job.result, out, sizeof job.result);
+  del((void*)(uintptr_t)stack[0]);
+  job.rc = 0;
+  return 0;
+}
+
+/* 0: done (results in out), 1: still blocked after timeout_s, 2/3: torch failed. */
+int scale_from_thread(const char* libtorch_cpu, double alpha, double timeout_s, float* out) {
+  job.lib = dlopen(libtorch_cpu, RTLD_NOW | RTLD_NOLOAD);
+  job.alpha = alpha;
+  job.rc = -1;
+  pthread_t thread;
+  pthread_create(&thread, 0, run, 0);
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += (time_t)timeout_s;
+  if (pthread_timedjoin_np(thread, 0, &deadline) != 0) return 1;
+  memcpy(out, job.result, sizeof job.result);
+  return job.rc;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def ops():
+    return op_kernels.ops()
+
+
+def test_every_op_with_a_compiled_rule_gets_the_native_kernel(ops):
+    for op in (ops.axpy, ops.scale, ops.row_sum, ops.arange, ops.plus_and_twice):
+        assert torch_native.reason(op) is None, op.name
+    # torch's dispatcher shows where each op's kernel was registered: from C, or from Python.
+    assert "csrc/python/torch_native.cc" in _kernel_line("tptest::scale")
+    assert "tensorplug_adapters/torch_compile.py" in _kernel_line("tptest::pad")
+
+
+def _kernel_line(name):
+    return next(line for line in torch._C._dispatch_dump(name).splitlines()
+                if line.startswith("CompositeExplicitAutograd"))
+
+
+def test_a_python_shape_function_keeps_the_python_kernel_and_says_why(ops):
+    assert torch_native.reason(ops.pad) == (
+        "its output rule '_pad_shape' is a Python shape function; declare it as tensorplug.Output or "
+        "tensorplug.like for the native kernel")
+    x = torch.arange(3, dtype=torch.float32)
+    assert ops.pad(x, 1, 2, 9.0).tolist() == [9.0, 0.0, 1.0, 2.0, 9.0, 9.0]
+
+
+def test_the_kernel_needs_neither_python_nor_the_gil(ops, tmp_path):
+    # The dispatcher is called from a native thread while the calling thread holds the GIL
+    # (ctypes.PyDLL). In a subprocess: a kernel that takes the GIL would block it forever.
+    source = tmp_path / "dispatch_from_thread.c"
+    source.write_text(DISPATCH_FROM_THREAD)
+    helper = tmp_path / "dispatch_from_thread.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(helper), str(source), "-ldl", "-lpthread"],
+                   check=True)
+    code = textwrap.dedent(f"""
+        import ctypes, os, sys
+        sys.path.insert(0, {str(TESTS)!r})
+        import torch, op_kernels
+        op_kernels.ops()
+        lib = ctypes.PyDLL({str(helper)!r})
+        out = (ctypes.c_float * 4)()
+        libtorch_cpu = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
+        rc = lib.scale_from_thread(libtorch_cpu.encode(), ctypes.c_double(2.5), ctypes.c_double(20.0), out)
+        print(rc, list(out), flush=True)
+        os._exit(0)  # a blocked thread would keep the process alive
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[-2] == "0 [0.0, 2.5, 5.0, 7.5]", done.stdout + done.stderr
+
+
+def test_results_are_checked_against_the_output_rule_naming_the_op(ops):
+    # row_sum returns x.shape[0] values; declared like(x), the rule says otherwise.
+    wrong = tensorplug.op("tpnative::row_sum_wrong_rule", ops.module.row_sum, returns=tensorplug.like("x"))
+    assert torch_native.reason(wrong) is None
+    x = torch.ones(2, 3)
+    with pytest.raises(RuntimeError) as info:
+        wrong(x)
+    assert str(info.value).startswith(
+        "op 'tpnative::row_sum_wrong_rule' returned float32[2] on cpu:0 as result 0, but its output rule declares "
+        "float32[2, 3] on cpu:0")
+    fixed = tensorplug.op("tpnative::row_sum_fixed_dtype", ops.module.row_sum,
+                          returns=tensorplug.Output(shape=("x.shape[0] * 1 + 0",), dtype="float64"))
+    with pytest.raises(RuntimeError, match=r"declares float64\[2\] on cpu:0"):
+        fixed(x)
+
+
+def test_arguments_of_every_kind_reach_the_kernel(ops):
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    torch.testing.assert_close(ops.scale(x, 2.0, None), 2 * x)
+    torch.testing.assert_close(ops.scale(x, 2.0, x), 3 * x)  # an optional tensor given
+    torch.testing.assert_close(ops.scale(x[:, 1:], 2.0, None), 2 * x[:, 1:])  # a strided view with an offset
+    torch.testing.assert_close(ops.row_sum(x), x.sum(1))
+    a = ops.arange(5, torch.float64, torch.device("cpu"))  # int, dtype and device arguments
+    assert a.dtype == torch.float64 and a.tolist() == [0, 1, 2, 3, 4]
+    out = torch.zeros(2, 3)
+    ops.axpy(x, x, out, 0.5)  # a written tensor, a float
+    torch.testing.assert_close(out, 1.5 * x)
+    plus, twice = ops.plus_and_twice(x)
+    torch.testing.assert_close((plus, twice), (x + 1, 2 * x))
+    # A negative-bit view: torch's Negative fallback materializes it before the kernel.
+    negated = torch.tensor([1 + 2j, 3 + 4j]).conj().imag
+    assert negated.is_neg() and ops.scale(negated, 1.0, None).tolist() == [-2.0, -4.0]
+
+
+@functools.cache
+def _aoti_ops(module):
+    # Ops of their own: a trace of tptest::scale here would keep torch's compile caches from
+    # seeing the backward tests/test_op_torch.py attaches to it later.
+    return SimpleNamespace(
+        scale=tensorplug.op("tpnative::scale", module.scale, returns=tensorplug.like("x")),
+        axpy=tensorplug.op("tpnative::axpy", module.axpy),
+        row_sum=tensorplug.op("tpnative::row_sum", module.row_sum,
+                              returns=tensorplug.Output(shape=("x.shape[0]",), dtype="x")),
+    )
+
+
+class _Model(torch.nn.Module):
+    def __init__(self, ops):
+        super().__init__()
+        self.ops = ops
+
+    def forward(self, x):
+        y = self.ops.scale(x, 2.0, None)
+        out = torch.empty_like(y)
+        self.ops.axpy(y, x, out, 0.5)
+        return self.ops.row_sum(out) + 1
+
+
+def test_an_aotinductor_package_runs_in_a_fresh_process(ops, tmp_path):
+    import shutil
+
+    from tensorplug_adapters import torch_aoti
+
+    aoti_ops = _aoti_ops(ops.module)
+    model, x = _Model(aoti_ops), torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    expected = model(x)
+    package = str(tmp_path / "model.pt2")
+    torch._inductor.aoti_compile_and_package(torch.export.export(model, (x,)), package_path=package)
+    bare = str(tmp_path / "bare.pt2")
+    shutil.copy(package, bare)
+    torch_aoti.add_ops(package, ops.module, [aoti_ops.scale, aoti_ops.axpy, aoti_ops.row_sum])
+    code = textwrap.dedent("""
+        import sys, torch
+        from tensorplug_adapters import torch_aoti
+        model = torch_aoti.load_package(sys.argv[1])
+        print(model(torch.arange(6, dtype=torch.float32).reshape(2, 3)).tolist())
+    """)
+    done = subprocess.run([sys.executable, "-c", code, package], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(expected.tolist())
+    # Without the record, the fresh process has no tensorplug op: torch's proxy executor says so.
+    bare_run = subprocess.run([sys.executable, "-c", code, bare], capture_output=True, text=True, timeout=600)
+    assert bare_run.returncode != 0 and "Could not find schema for tpnative::scale" in bare_run.stderr
+
+
+def test_a_package_cannot_carry_a_python_shape_function(ops, tmp_path):
+    from tensorplug_adapters import torch_aoti
+
+    with pytest.raises(ValueError, match=r"^torch_aoti.add_ops: op 'tptest::pad' has a Python shape function"):
+        torch_aoti.add_ops(str(tmp_path / "unused.pt2"), ops.module, [ops.pad])
