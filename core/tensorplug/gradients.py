@@ -139,7 +139,7 @@ class BoundBackward:
 
     def _backward_op(self, where, function):
         """The backward as an op, its signature checked against the call it gets."""
-        from .ops import Op, op as declare_op
+        from .ops import Op, declare
 
         op = self.op
         n_grads = op.n_outputs
@@ -157,8 +157,9 @@ class BoundBackward:
                         "returns= rule of its own as the backward")
                 returns.append(like(params[n_grads + at].name))
             rule = returns[0] if len(returns) == 1 else tuple(returns)
-            bwd = declare_op(f"{op.name}_backward", function, returns=rule)
+            bwd = Op(f"{op.name}_backward", function, returns=rule)
             bwd.result_labels = tuple(f"the gradient of {name!r} for {op.name}" for name in self.differentiable)
+            declare(bwd)
         else:
             raise TypeError(f"{where}: expected a kernel function or a tensorplug.Op as the backward, got "
                             f"{type(function).__name__}")

@@ -322,10 +322,16 @@ def op(name: str, function, *, returns=None, writes=(), backward=None, sharding=
     the op is first called with torch tensors. ValueError when the name is taken, the
     signature has kinds no compiler can trace (func, any), or a rule does not fit.
     """
-    made = Op(name, function, returns=returns, writes=writes, sharding=sharding)
     if backward is not None and not isinstance(backward, Backward):
         raise TypeError(f"tensorplug.op({name!r}) argument 'backward': expected tensorplug.backward(...), got "
                         f"{type(backward).__name__}")
+    return declare(Op(name, function, returns=returns, writes=writes, sharding=sharding), backward)
+
+
+def declare(made: Op, backward: Backward | None = None) -> Op:
+    """Declare the op ``made`` (see :func:`op`), for code that sets more of it before the
+    adapters see it (:mod:`tensorplug.gradients` labels a derived backward's results)."""
+    name = made.name
     with _ops_lock:
         if name in _ops:
             raise ValueError(f"tensorplug.op: an op named {name!r} is already declared "

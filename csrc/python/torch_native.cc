@@ -37,6 +37,7 @@
 
 #include "common.h"
 #include "function_object.h"
+#include "overlap.h"
 #include "tensorplug/dtype.h"
 
 namespace tensorplug::py {
@@ -647,6 +648,11 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
       case Kind::kView: {
         auto h = reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(v));
         if (!Describe(h, &views.data[i], &error)) arg_error(p, error);
+        if (p.written) {
+          const Overlap overlap = ElementsOverlap(views.data[i]);
+          if (overlap != Overlap::kNone) Fail(plan, "ValueError", "argument '" + p.name + "': " +
+                                                                    OverlapRefusal(views.data[i], overlap));
+        }
         note_device(views.data[i].device);
         a.type_index = kTPDLTensorPtr;
         a.v_dltensor = &views.data[i];
@@ -718,6 +724,12 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
           item_handles.data[owned_items.n++] = h;
           DLTensor& view = views.data[n + items_used + j];
           if (!Describe(h, &view, &error)) arg_error(p, "item " + std::to_string(j) + ": " + error);
+          if (p.written) {
+            const Overlap overlap = ElementsOverlap(view);
+            if (overlap != Overlap::kNone) Fail(plan, "ValueError", "argument '" + p.name + "' item " +
+                                                                      std::to_string(j) + ": " +
+                                                                      OverlapRefusal(view, overlap));
+          }
           note_device(view.device);
           list_items[j] = TPAny{};
           list_items[j].type_index = kTPDLTensorPtr;

@@ -60,6 +60,10 @@ def register(torch, op, key: str, names) -> bool:
         if missing:
             raise _NoNative(f"torch {torch.__version__} lacks the stable C shim functions {missing} "
                             "(torch >= 2.10 has them)")
+        if op.result_labels is not None:
+            # A derived backward (tensorplug.gradients), called from the Python autograd
+            # formula only: its results are checked naming the input each gradient is for.
+            raise _NoNative("it is a derived backward, whose gradients the Python kernel checks naming their inputs")
         outputs = compile_outputs(op)
         slot = exchange.torch_native_define(op.name, op.function, _params(op), outputs)
     except _NoNative as e:
