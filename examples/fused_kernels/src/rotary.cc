@@ -48,7 +48,9 @@ void RotateRows(const char* fn, const char* arg, const tp::MutableView& x, const
 void Rotary(const char* fn, const char* q_name, const char* k_name, tp::TensorView positions, tp::MutableView q,
             tp::MutableView k, tp::TensorView cos_sin_cache, float sign) {
   CheckCpu(positions, fn, "positions");
-  CheckDtype(positions, tp::kInt64, fn, "positions");
+  const DLDataType pt = positions.dtype();
+  TENSORPLUG_CHECK(pt.code == kDLInt && (pt.bits == 64 || pt.bits == 32) && pt.lanes == 1, TypeError)
+      << fn << "() argument 'positions': expected an int64 or int32 tensor, got " << pt;
   CheckCpu(cos_sin_cache, fn, "cos_sin_cache");
   CheckDtype(cos_sin_cache, tp::kFloat32, fn, "cos_sin_cache");
   CheckDim(cos_sin_cache, 2, fn, "cos_sin_cache");
@@ -69,8 +71,13 @@ void Rotary(const char* fn, const char* q_name, const char* k_name, tp::TensorVi
   const int64_t tokens = positions.numel();
   std::vector<int64_t> pos(static_cast<size_t>(tokens));
   int64_t i = 0;
-  const int64_t* pp = positions.data_ptr<int64_t>();
-  tp::ForEachOffset(positions, [&](int64_t o) { pos[static_cast<size_t>(i++)] = pp[o]; });
+  if (pt.bits == 64) {
+    const int64_t* pp = positions.data_ptr<int64_t>();
+    tp::ForEachOffset(positions, [&](int64_t o) { pos[static_cast<size_t>(i++)] = pp[o]; });
+  } else {  // jax without x64
+    const int32_t* pp = positions.data_ptr<int32_t>();
+    tp::ForEachOffset(positions, [&](int64_t o) { pos[static_cast<size_t>(i++)] = pp[o]; });
+  }
   for (int64_t t = 0; t < tokens; ++t) {
     TENSORPLUG_CHECK(pos[t] >= 0 && pos[t] < max_pos, IndexError)
         << fn << "() argument 'positions': position " << pos[t] << " (token " << t << ") is outside the cache's "

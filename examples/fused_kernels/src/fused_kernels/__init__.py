@@ -38,7 +38,7 @@ rms_norm = _op("rms_norm", _like_x)
 add_rms_norm = _op("add_rms_norm", (_like_x, _like_x))
 #: ``rotary_embedding(positions, q, k, cos_sin_cache)``: rotates q ``[..., heads, d]`` and k ``[..., kv_heads, d]``
 #: in place ("rotate half" form); ``cos_sin_cache`` is float32 ``[max_positions, d]``, cos then sin; positions
-#: int64, one per token. Under jax (immutable arrays) it returns the new ``(q, k)``.
+#: int64 or int32, one per token. Under jax (immutable arrays) it returns the new ``(q, k)``.
 rotary_embedding = _op("rotary_embedding")
 #: ``silu_and_mul(x)``: ``silu(x[..., :d]) * x[..., d:]`` for x ``[..., 2d]``.
 silu_and_mul = _op("silu_and_mul", _half_last)
