@@ -245,9 +245,10 @@ def test_backward_kernels_match_torch_autograd(fk, dtype):
     gh = torch.randn(6, 64, generator=g).to(dt)
     dx, dr, dw = grads(lambda x, r, w: ops.add_rms_norm(x, r, w, 1e-5), (x, r, w), (gy, gh))
     h = (x + r).detach()
-    kh, kw = fk.add_rms_norm_backward(gy, gh, h, w.detach(), 1e-5)
-    close(kh, dx)
-    close(kh, dr)
+    kx, kr, kw = fk.add_rms_norm_backward(gy, gh, h, w.detach(), 1e-5)
+    close(kx, dx)
+    close(kr, dr)
+    assert kx.data_ptr() != kr.data_ptr()  # two tensors: an operator's results must not alias
     np.testing.assert_allclose(kw.float().numpy(), dw.float().numpy(), rtol=tol["rtol"], atol=6 * tol["atol"])
 
     gu = leaf(6, 128)
@@ -290,6 +291,121 @@ def test_backward_kernels_match_jax_vjp(fk):
     _, vjp = jax.vjp(ops.silu_and_mul, x)
     np.testing.assert_allclose(np.asarray(fk.silu_and_mul_backward(g[:, :16], x)), np.asarray(vjp(g[:, :16])[0]),
                                rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------------- gradients through the ops (declared backward) ----
+def _grad_cases():
+    """(name, loss maker, inputs as float32 numpy, loss weights) for rms_norm, add_rms_norm (a
+    loss using both of its results), silu_and_mul and softmax. ``make(ops, c)`` is the loss
+    as a function of the differentiable inputs, from ``ops`` (the library or a NativeOps)."""
+    rng = np.random.default_rng(7)
+    x, r = rng.standard_normal((5, 48)).astype(np.float32), rng.standard_normal((5, 48)).astype(np.float32)
+    w = (rng.random(48) + 0.5).astype(np.float32)
+    u = rng.standard_normal((5, 96)).astype(np.float32)
+    c = rng.standard_normal((5, 48)).astype(np.float32)  # weights the loss, so no gradient is trivially 0
+
+    def add_norm(ops, c):
+        def loss(x, r, w):
+            out, h = ops.add_rms_norm(x, r, w, 1e-5)
+            return (out * c).sum() + (h * h).sum()
+        return loss
+
+    return {
+        "rms_norm": (lambda ops, c: lambda x, w: (ops.rms_norm(x, w, 1e-5) * c).sum(), (x, w), c),
+        "add_rms_norm": (add_norm, (x, r, w), c),
+        "silu_and_mul": (lambda ops, c: lambda u: (ops.silu_and_mul(u) * c).sum(), (u,), c),
+        "softmax": (lambda ops, c: lambda x: (ops.softmax(x * 3.0) * c).sum(), (x,), c),
+    }
+
+
+class _FusedOps:
+    """The library's ops under the NativeOps names the cases use."""
+
+    def __init__(self, fk):
+        self.rms_norm, self.add_rms_norm = fk.rms_norm, fk.add_rms_norm
+        self.silu_and_mul, self.softmax = fk.silu_and_mul, fk.softmax
+
+
+@pytest.mark.parametrize("case", ["rms_norm", "add_rms_norm", "silu_and_mul", "softmax"])
+def test_torch_autograd_through_the_ops_equals_torch_own_gradients(fk, case):
+    torch = pytest.importorskip("torch", reason="torch not installed")
+    from fused_kernels import torch_block
+    make, inputs, c = _grad_cases()[case]
+    cw = torch.from_numpy(c)
+
+    def gradients(ops):
+        leaves = [torch.from_numpy(a).requires_grad_() for a in inputs]
+        make(ops, cw)(*leaves).backward()
+        return [leaf.grad.numpy() for leaf in leaves]
+
+    got, want = gradients(_FusedOps(fk)), gradients(torch_block.NativeOps())
+    assert len(got) == len(inputs)
+    for g, e in zip(got, want):
+        assert np.abs(e).max() > 1e-3  # the loss reaches every input
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize("case", ["rms_norm", "add_rms_norm", "silu_and_mul", "softmax"])
+def test_jax_grad_through_the_ops_equals_jax_own_gradients(fk, case, jit):
+    jax = pytest.importorskip("jax", reason="jax not installed")
+    jnp = jax.numpy
+    from fused_kernels import jax_block
+    make, inputs, c = _grad_cases()[case]
+    arrays = [jnp.asarray(a) for a in inputs]
+    argnums = tuple(range(len(arrays)))
+
+    def gradients(ops):
+        f = jax.grad(make(ops, jnp.asarray(c)), argnums=argnums)
+        return [np.asarray(g) for g in (jax.jit(f) if jit else f)(*arrays)]
+
+    got, want = gradients(_FusedOps(fk)), gradients(jax_block.NativeOps())
+    for g, e in zip(got, want):
+        assert np.abs(e).max() > 1e-3
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+
+
+def test_the_declarations_name_their_backward_and_sharding(fk):
+    assert fk.rms_norm.backward.function is fk.rms_norm_backward
+    assert [s.name for s in fk.rms_norm.backward.saves] == ["x", "weight", "eps"]
+    assert fk.add_rms_norm.backward.differentiable == ("x", "residual", "weight")
+    assert [s.name for s in fk.softmax.backward.saves] == ["result"]
+    assert fk.silu_and_mul.backward.function is fk.silu_and_mul_backward
+    # An op that writes its arguments has none (and cannot declare one).
+    assert fk.rotary_embedding.backward is None
+    for op in (fk.int8_matmul, fk.quantize_int8, fk.sample_greedy):
+        assert op.backward is None
+    assert fk.rms_norm.sharding.text == "... [n], [n] -> ... [n]"
+    assert fk.int8_matmul.sharding.text == "m k, n k, n -> m n"
+    assert fk.sample_top_k.sharding.whole == frozenset({"b", "v"})
+
+
+def test_sharding_rules_fit_the_shapes_of_a_decode_step(fk):
+    """Each rule bound to the shapes the decoder block calls the op with: which dimensions split."""
+    from tensorplug import Device, TensorSpec
+
+    def split(op, **args):
+        cpu = Device("cpu", 0)
+        specs = {k: TensorSpec(v[0], v[1], cpu) if isinstance(v, tuple) else v for k, v in args.items()}
+        return set(op.sharding.bind(op, specs).splittable)
+
+    f32 = "float32"
+    assert split(fk.rms_norm, x=((4, 64), f32), weight=((64,), f32), eps=1e-5) == {"...0"}
+    assert split(fk.add_rms_norm, x=((2, 4, 64), f32), residual=((2, 4, 64), f32), weight=((64,), f32),
+                 eps=1e-5) == {"...0", "...1"}
+    assert split(fk.silu_and_mul, x=((4, 128), f32)) == {"...0"}
+    assert split(fk.softmax, x=((4, 8, 16), f32)) == {"...0", "...1"}
+    assert split(fk.rotary_embedding, positions=((4,), "int64"), q=((4, 8, 32), f32), k=((4, 2, 32), f32),
+                 cos_sin_cache=((16, 32), f32)) == {"...0"}
+    assert split(fk.int8_matvec, x=((64,), f32), w=((32, 64), "int8"), scales=((32,), f32)) == {"n"}
+    assert split(fk.int8_matmul, x=((4, 64), f32), w=((32, 64), "int8"), scales=((32,), f32)) == {"m", "n"}
+    assert split(fk.quantize_int8, w=((32, 64), f32)) == {"n"}
+    assert split(fk.sample_greedy, logits=((4, 100), f32)) == {"b"}
+    assert split(fk.sample_top_k, logits=((4, 100), f32), k=5, temperature=1.0, seed=0) == set()
+    with pytest.raises(ValueError, match=r"fused_kernels::rms_norm: sharding rule '\.\.\. \[n\], \[n\] -> "
+                                         r"\.\.\. \[n\]': dimension 'n' is 64 in argument 'x' \(4, 64\) and 32 "
+                                         r"in argument 'weight' \(32,\)"):
+        split(fk.rms_norm, x=((4, 64), f32), weight=((32,), f32), eps=1e-5)
 
 
 # -------------------------------------------------------------------- errors ----

@@ -182,10 +182,18 @@ std::tuple<tp::Tensor, tp::Tensor> RmsNormBackward(tp::TensorView grad, tp::Tens
 }
 
 // add_rms_norm's backward: the gradient of the output `grad` and of the returned sum
-// `grad_residual`; returns (gradient of h, which is that of both x and residual, and of weight).
-std::tuple<tp::Tensor, tp::Tensor> AddRmsNormBackward(tp::TensorView grad, tp::TensorView grad_residual,
-                                                      tp::TensorView h, tp::TensorView weight, double eps) {
-  return NormBackward("add_rms_norm_backward", grad, h, grad_residual, weight, eps);
+// `grad_residual`; returns the gradients of x, residual and weight. x and residual have one
+// gradient (that of h = x + residual); it is returned twice, as two tensors, because a
+// custom operator's results must not alias (torch.library refuses it): the copy costs one
+// pass over [rows, n], small beside the backward's own three.
+std::tuple<tp::Tensor, tp::Tensor, tp::Tensor> AddRmsNormBackward(tp::TensorView grad, tp::TensorView grad_residual,
+                                                                  tp::TensorView h, tp::TensorView weight,
+                                                                  double eps) {
+  // Allocated first: under jax.jit allocation k is result k of the op's output rule.
+  tp::Tensor dx = tp::Tensor::FromEnvAlloc(h.shape(), h.dtype(), h.device());
+  auto [dh, dw] = NormBackward("add_rms_norm_backward", grad, h, grad_residual, weight, eps);
+  std::memcpy(dx.mutable_data_ptr(), dh.data_ptr(), static_cast<size_t>(dh.numel() * dh.element_size()));
+  return {std::move(dx), std::move(dh), std::move(dw)};
 }
 
 }  // namespace
