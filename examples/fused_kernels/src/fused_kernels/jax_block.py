@@ -137,8 +137,10 @@ def decode_step(ops, config: Config, weights: dict, tokens, pos, cache):
     return ops.linear(x, weights["lm_head"]), tuple(new_cache)
 
 
-def generate(ops, config: Config, weights: dict, prompt: np.ndarray, steps: int) -> np.ndarray:
-    """Greedy decoding (the prompt a token at a time, then ``steps`` tokens); int64 ``[batch, steps]``."""
+def generate(ops, config: Config, weights: dict, prompt: np.ndarray, steps: int, on_step=None) -> np.ndarray:
+    """Greedy decoding (the prompt a token at a time, then ``steps`` tokens); int64 ``[batch, steps]``.
+    ``on_step(pos)``, if given, is called after each step (jax runs the prompt's steps
+    asynchronously: a generated token waits for them)."""
     cache = new_cache(config, prompt.shape[0], weights["embed"].dtype)
     token = jnp.asarray(prompt[:, 0])
     out = []
@@ -149,4 +151,6 @@ def generate(ops, config: Config, weights: dict, prompt: np.ndarray, steps: int)
         else:
             token = ops.greedy(logits).astype(jnp.int32)
             out.append(np.asarray(token))
+        if on_step is not None:
+            on_step(pos)
     return np.stack(out, axis=1).astype(np.int64)

@@ -116,9 +116,10 @@ def decode_step(ops, config: Config, weights: dict, tokens: np.ndarray, pos: int
     return ops.linear(x, weights["lm_head"])
 
 
-def generate(ops, config: Config, weights: dict, prompt: np.ndarray, steps: int) -> np.ndarray:
+def generate(ops, config: Config, weights: dict, prompt: np.ndarray, steps: int, on_step=None) -> np.ndarray:
     """Greedy decoding: feeds ``prompt`` ``[batch, length]`` a token at a time, then ``steps``
-    new tokens; returns them, int64 ``[batch, steps]``."""
+    new tokens; returns them, int64 ``[batch, steps]``. ``on_step(pos)``, if given, is called
+    after each step (the demo's progress and timing)."""
     cache = new_cache(config, prompt.shape[0])
     out = []
     token = prompt[:, 0]
@@ -129,4 +130,6 @@ def generate(ops, config: Config, weights: dict, prompt: np.ndarray, steps: int)
         else:
             token = np.asarray(ops.greedy(logits), np.int64)
             out.append(token)
+        if on_step is not None:
+            on_step(pos)
     return np.stack(out, axis=1)

@@ -133,9 +133,10 @@ class Decoder(torch.nn.Module):
         return ops.linear(x, self.lm_head)
 
 
-def generate(step, decoder: Decoder, prompt: np.ndarray, steps: int) -> np.ndarray:
+def generate(step, decoder: Decoder, prompt: np.ndarray, steps: int, on_step=None) -> np.ndarray:
     """Greedy decoding with ``step`` (the decoder, or it compiled): the prompt a token at a
-    time, then ``steps`` tokens; returns int64 ``[batch, steps]``."""
+    time, then ``steps`` tokens; returns int64 ``[batch, steps]``. ``on_step(pos)``, if given,
+    is called after each step."""
     cache = decoder.new_cache(prompt.shape[0])
     prompt_t = torch.from_numpy(prompt)
     token = prompt_t[:, 0]
@@ -148,4 +149,6 @@ def generate(step, decoder: Decoder, prompt: np.ndarray, steps: int) -> np.ndarr
             else:
                 token = decoder.ops.greedy(logits)
                 out.append(token)
+            if on_step is not None:
+                on_step(pos)
     return torch.stack(out, dim=1).numpy()
