@@ -1,6 +1,6 @@
 """fused_kernels against the frameworks' own ops, side by side in one run.
 
-    python benchmarks/bench_fused.py [--quick] [--plots docs/_static] [--markdown out.md]
+    python benchmarks/bench_fused.py [--quick] [--threads N] [--plots docs/_static] [--markdown out.md]
 
 Each fused kernel against the op sequence it replaces, in torch (eager) and jax (each
 sequence under jax.jit, the fused op called as a jax op), at small-LLM sizes: hidden 1024,
@@ -16,6 +16,7 @@ fused_decode.png (where a decode step's time goes).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -27,7 +28,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples" / "fused_kernels"))
 import develop  # noqa: E402
 
-fk = develop.import_fused_kernels()
+fk = None  # fused_kernels, imported by main() once the thread counts are set
+
+
+def set_threads(n: int) -> None:
+    """Every contender on ``n`` threads: the fused kernels' pool, torch's intra-op threads
+    (set_num_threads below) and XLA's CPU runtime. Set before fused_kernels and jax load."""
+    os.environ["FUSED_KERNELS_NUM_THREADS"] = str(n)
+    os.environ["OMP_NUM_THREADS"] = str(n)
+    if n == 1:
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
 
 
 def interleaved(contenders: dict, rounds: int, min_time: float = 2e-3) -> dict:
@@ -164,13 +174,22 @@ def bench_decode(batch, rounds):
         contenders[label] = (lambda ops=ops, cache=cache: nb.decode_step(ops, config, weights, tokens, pos, cache))
     tt = torch.from_numpy(tokens)
     tp_ = torch.tensor([pos])
-    for label, ops in (("torch", tb.NativeOps()), ("fused/torch", tb.FusedOps())):
+    for label, ops, compiled in (("torch", tb.NativeOps(), False), ("fused/torch", tb.FusedOps(), False),
+                                 ("torch.compile", tb.NativeOps(), True),
+                                 ("fused/torch.compile", tb.FusedOps(), True)):
         dec = tb.Decoder(ops, config, weights)
         cache = dec.new_cache(batch)
-
-        def step(dec=dec, cache=cache):
+        if compiled:
+            torch._dynamo.reset()
+            run = torch.compile(dec, backend="inductor", fullgraph=True)
             with torch.no_grad():
-                return dec(tt, tp_, cache)
+                run(tt, tp_, cache)  # compiled here, not inside the first timed round
+        else:
+            run = dec
+
+        def step(run=run, cache=cache):
+            with torch.no_grad():
+                return run(tt, tp_, cache)
         contenders[label] = step
     dw = jb.device_weights(weights)
     jt = jnp.asarray(tokens.astype(np.int32))
@@ -190,19 +209,29 @@ def bench_decode(batch, rounds):
         "torch": interleaved({"c": lambda: fk.rms_norm(torch.from_numpy(tiny), torch.from_numpy(w8), 1e-5)},
                              rounds)["c"],
     }
-    calls = config.layers * 7 + 3  # per layer: 2 norms, rotary, softmax, 4 linears... (counted below)
+    # Fused op calls per step: per layer 2 norms, rotary, softmax, silu_and_mul and 4 linears;
+    # then the final norm and the LM head.
     calls = config.layers * (2 + 1 + 1 + 1 + 4) + 2
     return times, per_call, calls
 
 
-def markdown(rows, decode, batch) -> str:
+def markdown(rows, decode, batch, load, threads: str) -> str:
+    """The tables. Speedup: the framework's time over the fused op's, from the same
+    interleaved rounds (above 1: the fused op is faster); it holds up better than the
+    absolute times on a shared machine."""
     times, per_call, calls = decode
-    out = ["| kernel | hidden | batch | fused (torch) | torch | fused (jax) | jax.jit |", "|---|---|---|---|---|---|---|"]
+    out = [f"Load average (1 min) of the machine: {load[0]:.1f} at the start, {load[1]:.1f} at the end "
+           f"({os.cpu_count()} cores); {threads}; fused_kernels for {fk.isa}.", "",
+           "| kernel | hidden | batch | fused (torch) | torch | speedup | fused (jax) | jax.jit | speedup |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for name, hidden, b, t in rows:
-        out.append(f"| {name} | {hidden} | {b} | " + " | ".join(f"{t[k] * 1e6:.1f} us" for k in
-                                                              ("fused/torch", "torch", "fused/jax", "jax.jit")) + " |")
-    out += ["", f"| decode step, batch {batch} | time |", "|---|---|"]
-    out += [f"| {k} | {v * 1e3:.2f} ms |" for k, v in times.items()]
+        out.append(f"| {name} | {hidden} | {b} | {t['fused/torch'] * 1e6:.1f} us | {t['torch'] * 1e6:.1f} us | "
+                   f"{t['torch'] / t['fused/torch']:.2f}x | {t['fused/jax'] * 1e6:.1f} us | "
+                   f"{t['jax.jit'] * 1e6:.1f} us | {t['jax.jit'] / t['fused/jax']:.2f}x |")
+    out += ["", f"| decode step, batch {batch} | own ops | fused_kernels ops | speedup |", "|---|---|---|---|"]
+    for framework in ("numpy", "torch", "torch.compile", "jax.jit"):
+        own, fused = times[framework], times[f"fused/{framework}"]
+        out.append(f"| {framework} | {own * 1e3:.2f} ms | {fused * 1e3:.2f} ms | {own / fused:.2f}x |")
     out += ["", f"tensorplug's call: {per_call['numpy'] * 1e6:.1f} us (numpy), {per_call['torch'] * 1e6:.1f} us "
                 f"(torch) per op; {calls} fused op calls per step."]
     return "\n".join(out) + "\n"
@@ -239,8 +268,8 @@ def plot(rows, decode, batch, directory: Path):
     values = [times[k] * 1e3 for k in labels]
     ax.barh(labels, values, color=["#bbb" if not k.startswith("fused") else "#4a7" for k in labels])
     for k, lab in enumerate(labels):
-        if lab in ("fused/numpy", "fused/torch"):
-            share = per_call[lab.split("/")[1]] * calls * 1e3
+        if lab in ("fused/numpy", "fused/torch", "fused/torch.compile"):
+            share = per_call[lab.split("/")[1].split(".")[0]] * calls * 1e3
             ax.barh([lab], [share], color="#d64", label="tensorplug's calls" if k == 1 else None)
     ax.set_xlabel(f"ms per decode step (batch {batch}, hidden 1024, 4 layers, int8)")
     ax.legend()
@@ -254,21 +283,34 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="one size and few rounds (a smoke run)")
     parser.add_argument("--plots", type=Path, help="directory for the PNG figures")
     parser.add_argument("--markdown", type=Path, help="write the tables as Markdown here")
+    parser.add_argument("--threads", type=int, help="threads of every contender (default: each library's "
+                        "own choice); 1 gives steady numbers on a machine shared with other work, where a "
+                        "pool's descheduled worker stalls the call that waits for it")
     args = parser.parse_args(argv)
+    global fk
+    if args.threads:
+        set_threads(args.threads)
+    fk = develop.import_fused_kernels()
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    print(f"fused_kernels {fk.isa}, {fk.num_threads} threads", flush=True)
+    load_start = os.getloadavg()[0]
+    print(f"fused_kernels {fk.isa}, {fk.num_threads} threads; load average {load_start:.1f}", flush=True)
+    threads = f"{args.threads} thread(s) each" if args.threads else "each library's default threads"
     if args.quick:
         rows = bench_kernels([1024], [1, 8], rounds=3)
         decode = bench_decode(batch=1, rounds=2)
     else:
         rows = bench_kernels([1024, 2048, 4096], [1, 8, 32], rounds=5)
         decode = bench_decode(batch=1, rounds=5)
-    text = markdown(rows, decode, 1)
+    load = (load_start, os.getloadavg()[0])
+    text = markdown(rows, decode, 1, load, threads)
     if args.markdown:
         args.markdown.write_text(text)
     if args.plots:
         plot(rows, decode, 1, args.plots)
-    print(f"total {time.perf_counter() - start:.0f} s")
+    print(f"total {time.perf_counter() - start:.0f} s; load average {load[1]:.1f}")
 
 
 if __name__ == "__main__":
