@@ -12,7 +12,8 @@ release = tensorplug.__version__
 extensions = ["myst_parser", "sphinx.ext.autodoc"]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build"]
+# _static holds the figures and the benchmark table (included by fused_kernels.md), not pages.
+exclude_patterns = ["_build", "_static"]
 
 # Every cross-reference must resolve: an unknown name in a docstring or a page is a
 # warning, and warnings fail the build (-W).

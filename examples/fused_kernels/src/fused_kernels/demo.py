@@ -8,6 +8,10 @@ the weights and kernels are. ``--native`` adds each framework running the same m
 its own operations, for comparison. A progress bar on stderr follows the long parts
 (making the weights, each framework's decode loop, whose first step includes
 ``torch.compile``'s or ``jax.jit``'s compilation); ``--progress never`` turns it off.
+
+On a machine busy with other work, thread pools whose workers get descheduled make the
+times jump; ``FUSED_KERNELS_NUM_THREADS=1 OMP_NUM_THREADS=1 python -m fused_kernels.demo``
+runs the kernels and torch on one thread each (read when the libraries load).
 """
 
 from __future__ import annotations
@@ -112,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"fused_kernels demo: {args.size} model (hidden {config.hidden}, {config.layers} layers, "
           f"vocab {config.vocab}, int8 weights), batch {args.batch}, prompt {args.prompt} tokens, "
-          f"{args.steps} new tokens; kernels for {fused_kernels.isa}, {fused_kernels.num_threads} threads")
+          f"{args.steps} new tokens; kernels for {fused_kernels.isa}, {fused_kernels.num_threads} thread{'s' if fused_kernels.num_threads != 1 else ''}")
     bar = ProgressBar("weights", 1, sys.stderr, interactive) if args.progress != "never" else None
     weights = model.random_weights(config)
     if bar:
