@@ -12,7 +12,8 @@ release = tensorplug.__version__
 extensions = ["myst_parser", "sphinx.ext.autodoc"]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build"]
+# _static holds the figures and the benchmark table (included by fused_kernels.md), not pages.
+exclude_patterns = ["_build", "_static"]
 
 # Every cross-reference must resolve: an unknown name in a docstring or a page is a
 # warning, and warnings fail the build (-W).
@@ -32,4 +33,17 @@ myst_heading_anchors = 3
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_default_options = {"members": True}
-html_theme = "alabaster"
+html_theme = "furo"
+html_title = f"tensorplug {release}"
+
+
+def _skip_namedtuple_fields(app, what, name, obj, skip, options):
+    # A NamedTuple's fields are documented in its class docstring; autodoc would list each
+    # again as an attribute whose only text is Python's "Alias for field number N".
+    if isinstance(getattr(obj, "__doc__", None), str) and obj.__doc__.startswith("Alias for field number "):
+        return True
+    return None
+
+
+def setup(app):
+    app.connect("autodoc-skip-member", _skip_namedtuple_fields)

@@ -208,6 +208,7 @@ def test_cpp_reference_names_exist_in_the_headers():
 def test_sphinx_builds_with_warnings_as_errors(tmp_path):
     pytest.importorskip("sphinx", reason="sphinx not installed (pip install '.[docs]')")
     pytest.importorskip("myst_parser", reason="myst-parser not installed (pip install '.[docs]')")
+    pytest.importorskip("furo", reason="furo, the site's theme, not installed (pip install '.[docs]')")
     result = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "-d",
                              str(tmp_path / "doctrees"), str(DOCS), str(tmp_path / "html")],
                             capture_output=True, text=True, timeout=300)

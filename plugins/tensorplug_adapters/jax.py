@@ -106,7 +106,12 @@ def tensorplug_op_impl(op, arg_type):
     if op.sharding is not None:
         from . import jax_sharding
 
-        return jax_sharding.ShardedJaxOp(op)  # decides per call: on one device, as below
+        sharded = jax_sharding.ShardedJaxOp(op)  # decides per call: on one device, as below
+        if not issubclass(arg_type, jax.core.Tracer):
+            return sharded
+        # Traced: the partitioned call inside the custom_vjp of the declared backward (jax has
+        # no differentiation rule for custom_partitioning itself).
+        return jax_grad.GradJaxOp(op, sharded)
     if not op.written and not issubclass(arg_type, jax.core.Tracer):
         # Concrete arrays and a kernel that writes none of them: the direct call (as for a
         # plain function) is the fastest, and gives what the XLA custom call would.

@@ -1,0 +1,103 @@
+"""examples/fused_kernels ships as one wheel: built with pip + scikit-build-core (CMake
+builds the AVX-512, AVX2 and generic variants and embeds them in libfused_kernels.so),
+installed into a fresh venv that sees only tensorplug, numpy and torch (and torch's own
+requirements), and called there. Everything lives in tmp dirs."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "fused_kernels"
+
+
+def _run(cmd, **kwargs):
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kwargs)
+    assert proc.returncode == 0, f"$ {' '.join(map(str, cmd))}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def _requirements(name: str, seen: set[str]) -> None:
+    """``name`` and its unconditional requirements, recursively (normalized names)."""
+    key = re.sub(r"[-_.]+", "-", name).lower()
+    if key in seen:
+        return
+    seen.add(key)
+    for req in importlib.metadata.requires(name) or ():
+        if ";" in req and "extra" in req.split(";", 1)[1]:
+            continue
+        _requirements(re.match(r"[A-Za-z0-9_.\-]+", req).group(0), seen)
+
+
+def _link_distributions(names: set[str], site: Path) -> None:
+    """Symlink the top-level files of each installed distribution into ``site``."""
+    for dist in importlib.metadata.distributions():
+        key = re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower()
+        if key not in names:
+            continue
+        base = Path(dist.locate_file(""))
+        for top in {Path(f).parts[0] for f in dist.files or ()}:
+            src = base / top
+            if top in ("..", "__pycache__") or not src.exists() or (site / top).exists():
+                continue
+            (site / top).symlink_to(src)
+
+
+def test_wheel_builds_installs_and_runs_with_numpy_and_torch_only(tmp_path):
+    pytest.importorskip("scikit_build_core", reason="scikit-build-core not installed")
+    pytest.importorskip("torch", reason="torch not installed")
+    shutil.copytree(EXAMPLE, tmp_path / "fused_kernels",
+                    ignore=shutil.ignore_patterns("build", "dist", "*.so", "__pycache__"))
+    _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(tmp_path / "dist"),
+          str(tmp_path / "fused_kernels")])
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    assert re.fullmatch(r"fused_kernels-0\.1\.0-py3-none-linux_x86_64\.whl", wheel.name), wheel.name
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+    assert "fused_kernels/libfused_kernels.so" in names and "fused_kernels/torch_block.py" in names
+    assert not any("avx2" in n or "libtensorplug" in n for n in names), names  # variants are embedded
+
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    python = venv / "bin" / "python"
+    site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('platlib'))"]).stdout.strip())
+    wanted: set[str] = set()
+    for name in ("tensorplug", "numpy", "torch"):
+        _requirements(name, wanted)
+    _link_distributions(wanted, site)
+    # (an editable tensorplug's .pth and finder are among its distribution's files: linked above)
+    _run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)])
+
+    script = textwrap.dedent("""
+        import importlib.util, json
+        import numpy as np, torch
+        import fused_kernels as fk
+        from fused_kernels import model, torch_block as tb
+        assert importlib.util.find_spec("jax") is None and importlib.util.find_spec("paddle") is None
+        x = np.random.default_rng(0).standard_normal((3, 64)).astype(np.float32)
+        w = np.ones(64, np.float32)
+        ref = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5)
+        out_np = fk.rms_norm(x, w, 1e-5)
+        out_t = fk.rms_norm(torch.from_numpy(x).to(torch.bfloat16), torch.from_numpy(w), 1e-5)
+        config = model.Config()
+        dec = tb.Decoder(tb.FusedOps(), config, model.random_weights(config))
+        tokens = tb.generate(dec, dec, model.prompt(config, 1, 3), 3)
+        print(json.dumps({"file": fk.__file__, "isa": fk.isa, "np_err": float(abs(out_np - ref).max()),
+                          "torch_dtype": str(out_t.dtype), "torch_err": float((out_t.float().numpy() - ref).max()),
+                          "tokens": tokens.shape[1]}))
+    """)
+    import json
+    result = json.loads(_run([str(python), "-I", "-c", script], cwd=tmp_path).stdout.strip().splitlines()[-1])
+    assert result["file"].startswith(str(site))
+    assert result["isa"] in ("avx512f+avx512bw+avx512vl+avx512dq", "avx2+fma", "generic")
+    assert result["np_err"] < 1e-5 and result["torch_dtype"] == "torch.bfloat16" and result["torch_err"] < 0.05
+    assert result["tokens"] == 3
