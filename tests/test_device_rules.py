@@ -7,6 +7,8 @@ under ``output_framework``. The real GPU tests (tests/test_cuda.py) stay for GPU
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import tensorplug
@@ -195,7 +197,7 @@ def test_fresh_allocations_are_writable_even_from_an_immutable_framework(tensorp
 
 def test_a_failing_allocator_is_the_kernels_error(gpu, tensorplug_kernels):
     def out_of_memory(shape, dtype, device):
-        if 0 in shape:  # an empty tensor still fits: the size is the problem
+        if math.prod(shape) <= 1:  # a one-element tensor still fits: the size is the problem
             return gpu._allocate(shape, dtype, device)
         raise RuntimeError(f"fakegpu is out of memory for {shape}")
 
@@ -205,7 +207,7 @@ def test_a_failing_allocator_is_the_kernels_error(gpu, tensorplug_kernels):
     for name, allocate, error, message in (
             ("oom", out_of_memory, MemoryError,
              r"^cannot allocate 24 bytes \(shape \[2,3\]\) on cuda:0: fakegpu is out of memory for \(2, 3\)$"),
-            # the allocator's own kind stands when an empty tensor fails too: a RuntimeError is
+            # the allocator's own kind stands when a one-element tensor fails too: a RuntimeError is
             # not a dtype refusal (issue 21, item 6)
             ("nofloat", no_float32, RuntimeError, r"^cannot allocate a float32 tensor on cuda:0: fakegpu has no float32$")):
         adapter = FakeDeviceAdapter(name)
