@@ -14,7 +14,7 @@
 #
 # The interpreter is not instrumented, so libasan is preloaded (with libstdc++, which the
 # ASan runtime must find already loaded to intercept C++ exceptions). Tools the suite spawns
-# that do not tolerate the preload (compilers, nvcc, assembler, linkers, cmake, ninja, ldd) run through
+# that do not tolerate the preload (compilers, nvcc, assembler, linkers, cmake, ninja, ldd, chromium) run through
 # wrappers on PATH that drop LD_PRELOAD. Leak detection is off: the interpreter and the
 # frameworks keep memory until exit by design (benchmarks/leak.py measures leaks instead).
 set -euo pipefail
@@ -47,7 +47,8 @@ echo "+ building tensorplug with TENSORPLUG_SANITIZE=ON into $VENV"
   -C cmake.define.TENSORPLUG_SANITIZE=ON -C install.strip=false -C build-dir="$WORK/build" "$ROOT"
 
 # ---- 3. tools that must not run with the preload -----------------------------------------
-for tool in cc c++ gcc g++ cpp as ld ar nvcc clang clang++ cmake ninja ldd; do
+# chromium: the landing-page test's headless browser spins under the preload.
+for tool in cc c++ gcc g++ cpp as ld ar nvcc clang clang++ cmake ninja ldd chromium chromium-browser google-chrome; do
   real=$(command -v "$tool" || true)
   [ -n "$real" ] || continue
   printf '#!/bin/sh\nunset LD_PRELOAD\nexec "%s" "$@"\n' "$real" > "$BIN/$tool"
