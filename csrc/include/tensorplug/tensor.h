@@ -126,10 +126,12 @@ namespace detail {
  * strides of size-1 dims and calls every empty tensor contiguous.
  */
 inline void FillContiguousStrides(int32_t ndim, const int64_t* shape, int64_t* strides) noexcept {
-  int64_t step = 1;
+  // Unsigned: for a shape whose element count overflows (which every allocation refuses,
+  // after its strides may be filled) the product wraps, defined, instead of overflowing.
+  uint64_t step = 1;
   for (int32_t i = ndim - 1; i >= 0; --i) {
-    strides[i] = step;
-    step *= shape[i] > 1 ? shape[i] : 1;
+    strides[i] = static_cast<int64_t>(step);
+    step *= shape[i] > 1 ? static_cast<uint64_t>(shape[i]) : 1;
   }
 }
 
