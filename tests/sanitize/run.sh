@@ -81,6 +81,11 @@ export PATH="$BIN:$VENV/bin:$PATH"
 export CC="$BIN/cc" CXX="$BIN/c++"
 export TENSORPLUG_CACHE_DIR="$WORK/kernel-cache"  # kernels compiled for this build only
 unset VIRTUAL_ENV PYTHONPATH
+# ASan intercepts dlopen, so a library's own runpath ($ORIGIN/...) no longer finds what it
+# opens at run time: paddle's matmul then fails to load paddle/libs/libmklml_intel.so.
+if [ -d "$base_site/paddle/libs" ]; then
+  export LD_LIBRARY_PATH="$base_site/paddle/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 
 set +e
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${@:-tests}" 2>&1 | tee "$WORK/pytest.out"
