@@ -95,14 +95,19 @@ def _mutating_calls(gm):
 
 
 def test_only_ops_that_write_have_a_functionalizable_overload(ops):
+    # (grad and nograd: the overloads a native Autograd kernel passes calls on to,
+    # tests/test_torch_native.py.)
     axpy = torch.ops.tptest.axpy
-    assert sorted(axpy.overloads()) == ["default", "functionalizable"]
+    assert sorted(axpy.overloads()) == ["default", "functionalizable", "grad", "nograd"]
     assert str(axpy.functionalizable._schema) == \
         "tptest::axpy.functionalizable(Tensor x, Tensor y, Tensor(a!) out, float alpha) -> ()"
     assert torch._C._dispatch_has_kernel_for_dispatch_key("tptest::axpy", "Functionalize")
+    assert torch._C._dispatch_has_kernel_for_dispatch_key("tptest::axpy.nograd", "Functionalize")
     assert not torch._C._dispatch_has_kernel_for_dispatch_key("tptest::axpy.functionalizable", "Functionalize")
+    assert torch.ops.tptest.pad.overloads() == ["default"]  # a Python shape function: the Python kernels
     for name in ("scale", "row_sum", "pad", "arange", "plus_and_twice"):
-        assert getattr(torch.ops.tptest, name).overloads() == ["default"]
+        if name != "pad":
+            assert sorted(getattr(torch.ops.tptest, name).overloads()) == ["default", "grad", "nograd"]
         assert not torch._C._dispatch_has_kernel_for_dispatch_key(f"tptest::{name}", "Functionalize")
     x = _x(3)
     out = torch.zeros(3)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from . import _core
 
-__all__ = ["jax_importer", "numpy_exchange_api", "numpy_read_only_probe", "torch_native_define", "torch_native_load",
-           "torch_native_register", "xla_ffi_define", "xla_ffi_handler"]
+__all__ = ["jax_importer", "numpy_exchange_api", "numpy_read_only_probe", "torch_native_define", "torch_native_has_autograd",
+           "torch_native_load", "torch_native_register", "xla_ffi_define", "xla_ffi_handler"]
 
 
 def numpy_exchange_api():
@@ -75,5 +75,17 @@ def torch_native_define(name: str, function, params, outputs) -> int:
 def torch_native_register(slot: int, namespace: str, dispatch_key: str, name: str) -> None:
     """Register the native kernel of plan ``slot`` with torch's dispatcher as the
     ``dispatch_key`` kernel of ``namespace::name`` (``name`` may carry an overload:
-    ``"op.overload"``). The op's schema must be defined already."""
+    ``"op.overload"``). The op's schema must be defined already. For ``dispatch_key``
+    ``"Autograd"`` it is the plan's Autograd kernel instead, which passes each call on to
+    the overload ``name.nograd`` when no gradient is needed and nothing below autograd can
+    be Python (no dispatch mode, plain tensors), else to ``name.grad`` (both defined
+    already, with the same schema; csrc/python/torch_native.cc says more)."""
     _core.torch_native_register(slot, namespace, dispatch_key, name)
+
+
+def torch_native_has_autograd() -> bool:
+    """Whether the loaded torch has what the native Autograd kernel needs
+    (``torch_call_dispatcher``, ``aoti_torch_grad_mode_is_enabled``, and libc10's
+    ``c10::TensorImpl::requires_grad`` and ``TorchDispatchModeTLS::any_modes_set``);
+    False before :func:`torch_native_load`."""
+    return _core.torch_native_has_autograd()

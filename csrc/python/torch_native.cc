@@ -87,6 +87,16 @@ struct ShimTable {
                          AtenTensorHandle*, int32_t, const uint8_t*, int64_t, void (*)(void*, void*),
                          void*);                                     // 2.11: results not from the allocator
   ShimError (*current_cuda_stream)(int32_t, void**);                // CUDA builds
+  // The native Autograd kernel's (AutogradHandlerAt); without any of them, none.
+  ShimError (*call_dispatcher)(const char*, const char*, StableIValue*, uint64_t);  // 2.10
+  bool (*grad_mode_is_enabled)();
+  const char* (*exception_what)();  // 2.13; the message of the exception a shim call caught
+  // c10::TensorImpl::requires_grad() const, exported by libc10 (mangled, called with the
+  // TensorImpl as `this`): the shim has no getter. An AtenTensorHandle points at an
+  // at::Tensor, whose one member is its TensorImpl pointer.
+  bool (*impl_requires_grad)(const void*);
+  // c10::impl::TorchDispatchModeTLS::any_modes_set(bool skip_infra_modes), libc10 (static).
+  bool (*any_dispatch_mode)(bool);
 };
 ShimTable g_shim{};
 std::atomic<bool> g_shim_ready{false};
@@ -828,11 +838,100 @@ void HandlerAt(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   RunPlan(*plan, stack, num_args, num_outputs);
 }
 
+// -------------------------------------------------- the Autograd kernel ----
+// torch's stable ABI cannot redispatch below autograd (a boxed kernel gets no key set), so
+// the op's Autograd kernel passes its stack on to one of two overloads of the same schema
+// (torch_compile.py defines them): `<op>.nograd`, whose kernels are the op's own below
+// autograd and whose Autograd key is torch's own fallback (C++), and `<op>.grad`, whose
+// Autograd kernel is the Python one (torch_autograd.py: the formula, or the redispatch
+// below autograd). A call goes to `nograd` only when no gradient is needed and nothing
+// below autograd can be Python: no dispatch mode is set (FakeTensorMode, DTensor's,
+// a user's) and every tensor has memory of its own (not a subclass or functorch wrapper,
+// which have none). Deciding needs no Python and no GIL. Everything else goes to `grad`,
+// where Python sees Python's exceptions: an exception that crosses this kernel becomes a
+// RuntimeError with its message (torch_call_dispatcher keeps only the text).
+constexpr const char* kNoGradOverload = "nograd";
+constexpr const char* kGradOverload = "grad";
+
+// Whether tensor `handle` (0: None) is a plain tensor that needs no gradient; *grad set
+// when it requires grad.
+bool PlainTensor(StableIValue handle, bool* grad) {
+  if (handle == 0) return true;
+  auto h = reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(handle));
+  const void* impl = *reinterpret_cast<void* const*>(h);
+  if (impl != nullptr && g_shim.impl_requires_grad(impl)) *grad = true;
+  void* data = nullptr;
+  return g_shim.get_data_ptr(h, &data) == 0 && data != nullptr;
+}
+
+// Whether every tensor argument on `stack` is plain (read, never taken: the stack passes on).
+bool PlainArguments(const TorchPlan& plan, const StableIValue* stack, bool* grad) {
+  for (size_t i = 0; i < plan.params.size(); ++i) {
+    const ParamPlan& p = plan.params[i];
+    if (p.kind != Kind::kView && p.kind != Kind::kTensor && p.kind != Kind::kViews) continue;
+    StableIValue v = stack[i];
+    if (p.optional) {  // a box, or 0 for None
+      if (v == 0) continue;
+      v = *reinterpret_cast<const StableIValue*>(static_cast<uintptr_t>(v));
+    }
+    if (p.kind != Kind::kViews) {
+      if (!PlainTensor(v, grad)) return false;
+      continue;
+    }
+    auto list = reinterpret_cast<StableListHandle>(static_cast<uintptr_t>(v));
+    size_t size = 0;
+    g_shim.list_size(list, &size);
+    for (size_t j = 0; j < size; ++j) {
+      StableIValue item = 0;
+      g_shim.list_get_item(list, j, &item);  // a new reference
+      const bool plain = PlainTensor(item, grad);
+      g_shim.delete_tensor_object(reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(item)));
+      if (!plain) return false;
+    }
+  }
+  return true;
+}
+
+// The text of the exception torch_call_dispatcher caught: a Python exception's as
+// "<Kind>: <message>" (pybind11's form, with its traceback after "\n\nAt:\n" cut off),
+// the kind dropped where it is RuntimeError, the type the caller gets.
+std::string CaughtMessage(const TorchPlan& plan, const char* overload) {
+  const char* what = g_shim.exception_what != nullptr ? g_shim.exception_what() : nullptr;
+  std::string text = what != nullptr ? what : "";
+  const size_t traceback = text.find("\n\nAt:\n");
+  if (traceback != std::string::npos) text.resize(traceback);
+  constexpr const char kRuntimeError[] = "RuntimeError: ";
+  if (text.compare(0, sizeof kRuntimeError - 1, kRuntimeError) == 0) text.erase(0, sizeof kRuntimeError - 1);
+  if (text.empty()) text = plan.op + "." + overload + " failed in torch's dispatcher, which kept no message";
+  return text;
+}
+
+void RunAutograd(const TorchPlan& plan, StableIValue* stack, uint64_t num_args) {
+  bool grad = false;
+  const bool no_grad_path = num_args == plan.params.size() && !g_shim.any_dispatch_mode(false) &&
+                            PlainArguments(plan, stack, &grad) && !(grad && g_shim.grad_mode_is_enabled());
+  const char* overload = no_grad_path ? kNoGradOverload : kGradOverload;
+  // The call takes the stack's values and leaves the results on it, as this kernel must.
+  if (g_shim.call_dispatcher(plan.op.c_str(), overload, stack, kTorch210) != 0) {
+    throw std::runtime_error(CaughtMessage(plan, overload));
+  }
+}
+
+template <int32_t kSlot>
+void AutogradHandlerAt(StableIValue* stack, uint64_t num_args, uint64_t) {
+  RunAutograd(*g_plan_slots[kSlot].load(std::memory_order_acquire), stack, num_args);
+}
+
 template <size_t... kSlots>
 constexpr std::array<BoxedKernel, sizeof...(kSlots)> MakeHandlers(std::index_sequence<kSlots...>) {
   return {&HandlerAt<static_cast<int32_t>(kSlots)>...};
 }
+template <size_t... kSlots>
+constexpr std::array<BoxedKernel, sizeof...(kSlots)> MakeAutogradHandlers(std::index_sequence<kSlots...>) {
+  return {&AutogradHandlerAt<static_cast<int32_t>(kSlots)>...};
+}
 constexpr auto kHandlers = MakeHandlers(std::make_index_sequence<kMaxPlans>{});
+constexpr auto kAutogradHandlers = MakeAutogradHandlers(std::make_index_sequence<kMaxPlans>{});
 
 // ------------------------------------------------------------ Python ----
 template <class F>
@@ -908,6 +1007,11 @@ PyObject* LoadPy(PyObject*, PyObject* paths) {
   Resolve(libs.data(), libs.size(), "torch_delete_stable_ivalue", &t.delete_stable_ivalue);
   Resolve(libs.data(), libs.size(), "torch_from_blob", &t.from_blob);
   Resolve(libs.data(), libs.size(), "aoti_torch_get_current_cuda_stream", &t.current_cuda_stream);
+  Resolve(libs.data(), libs.size(), "torch_call_dispatcher", &t.call_dispatcher);
+  Resolve(libs.data(), libs.size(), "aoti_torch_grad_mode_is_enabled", &t.grad_mode_is_enabled);
+  Resolve(libs.data(), libs.size(), "torch_exception_get_what_without_backtrace", &t.exception_what);
+  Resolve(libs.data(), libs.size(), "_ZNK3c1010TensorImpl13requires_gradEv", &t.impl_requires_grad);
+  Resolve(libs.data(), libs.size(), "_ZN3c104impl20TorchDispatchModeTLS13any_modes_setEb", &t.any_dispatch_mode);
   g_shim = t;
   g_dtypes = std::move(dtypes);
   g_shim_ready.store(true);
@@ -1030,12 +1134,25 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
   return PyLong_FromLong(slot);
 }
 
+bool HasAutograd() {
+  return g_shim_ready.load() && g_shim.call_dispatcher != nullptr && g_shim.grad_mode_is_enabled != nullptr &&
+         g_shim.impl_requires_grad != nullptr && g_shim.any_dispatch_mode != nullptr;
+}
+
 // torch_native_register(slot, namespace, dispatch_key, name): the slot's kernel as the
-// `dispatch_key` kernel of operator `namespace::name` (an overload: "name.overload").
+// `dispatch_key` kernel of operator `namespace::name` (an overload: "name.overload"); for
+// key "Autograd", the slot's Autograd kernel (AutogradHandlerAt).
 PyObject* RegisterPy(PyObject*, PyObject* args) {
   int slot;
   const char *ns, *key, *name;
   if (!PyArg_ParseTuple(args, "isss:torch_native_register", &slot, &ns, &key, &name)) return nullptr;
+  const bool autograd = strcmp(key, "Autograd") == 0;
+  if (autograd && !HasAutograd()) {
+    PyErr_SetString(PyExc_RuntimeError, "torch_native_register(): this torch lacks what the native Autograd kernel "
+                    "needs (torch_call_dispatcher, aoti_torch_grad_mode_is_enabled, c10::TensorImpl::requires_grad, "
+                    "c10::impl::TorchDispatchModeTLS::any_modes_set)");
+    return nullptr;
+  }
   if (!g_shim_ready.load()) {
     PyErr_SetString(PyExc_RuntimeError, "torch_native_register(): the torch shim is not loaded");
     return nullptr;
@@ -1054,12 +1171,14 @@ PyObject* RegisterPy(PyObject*, PyObject* args) {
     PyErr_Format(PyExc_RuntimeError, "torch refused a library for namespace '%s' and key '%s'", ns, key);
     return nullptr;
   }
-  if (g_shim.library_impl(lib, name, kHandlers[slot], kTorch210) != 0) {
+  if (g_shim.library_impl(lib, name, (autograd ? kAutogradHandlers : kHandlers)[slot], kTorch210) != 0) {
     PyErr_Format(PyExc_RuntimeError, "torch refused the native kernel of '%s::%s' for key '%s'", ns, name, key);
     return nullptr;
   }
   Py_RETURN_NONE;
 }
+
+PyObject* HasAutogradPy(PyObject*, PyObject*) { return PyBool_FromLong(HasAutograd()); }
 
 PyMethodDef kTorchNativeMethods[] = {
     {"torch_native_load", GuardedMethod<LoadPy>(), METH_O,
@@ -1068,6 +1187,8 @@ PyMethodDef kTorchNativeMethods[] = {
      "torch_native_define(name, function, params, outputs) -> slot: the plan of an op's native torch kernel"},
     {"torch_native_register", GuardedMethod<RegisterPy>(), METH_VARARGS,
      "torch_native_register(slot, namespace, dispatch_key, name): register the slot's kernel with torch"},
+    {"torch_native_has_autograd", GuardedMethod<HasAutogradPy>(), METH_NOARGS,
+     "torch_native_has_autograd() -> bool: whether the loaded torch has what the native Autograd kernel needs"},
     {nullptr, nullptr, 0, nullptr},
 };
 

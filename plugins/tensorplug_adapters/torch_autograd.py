@@ -26,16 +26,19 @@ from tensorplug.gradients import no_backward_message
 from tensorplug.shapes import dtype_name
 
 
-def register(torch, op, lib) -> None:
-    """Register the autograd kernel of ``op`` (already defined in ``lib``)."""
+def register(torch, op, lib, name: str) -> None:
+    """Register the autograd kernel of ``op`` (already defined in ``lib``) as the Autograd
+    kernel of its overload ``name``: the default (``op.opname``), or, where the default's
+    Autograd kernel is native (``torch_native.register_autograd``), the overload that one
+    passes calls needing a gradient on to."""
     if op.written:
-        lib.impl(op.opname, _refuse_grad_of_written(torch, op), "Autograd", with_keyset=True)
+        lib.impl(name, _refuse_grad_of_written(torch, op), "Autograd", with_keyset=True)
         return
     if op.backward is None:
         setup_context, backward = _no_context, _no_backward(op)
     else:
         setup_context, backward = _formula(op)
-    lib.impl(op.opname, _autograd_kernel(torch, op, setup_context, backward), "Autograd", with_keyset=True)
+    lib.impl(name, _autograd_kernel(torch, op, setup_context, backward), "Autograd", with_keyset=True)
 
 
 def _autograd_kernel(torch, op, setup_context, backward):

@@ -37,10 +37,13 @@ _SCHEMA_TYPES = {"view": "Tensor", "tensor": "Tensor", "mview": "Tensor", "int":
 
 #: The overload name of an op's auto-functionalizable twin (ops that write arguments only).
 FUNCTIONALIZABLE = "functionalizable"
+# The overloads a native Autograd kernel passes calls on to (csrc/python/torch_native.cc).
+NO_GRAD, GRAD = "nograd", "grad"
 
 _lock = threading.RLock()
 _pending: list = []           # ops declared before torch was imported
 _overloads: dict[str, object] = {}  # op name -> torch.ops.<ns>.<name>.default
+_sharded: dict[str, tuple] = {}  # op name -> the overloads a DTensor strategy is registered for
 _libraries: dict[str, object] = {}  # namespace -> torch.library.Library (kept: dropping one removes its ops)
 
 
@@ -78,7 +81,7 @@ def impl(op, arg_type):
         _register_pending(torch)
         overload = _overloads.get(op.name)
     if overload is not None and op.sharding is not None:
-        torch_sharding.ensure(torch, op, overload)  # a DTensor in hand: its strategy, once
+        torch_sharding.ensure(torch, op, *_sharded[op.name])  # a DTensor in hand: its strategy, once
     return overload
 
 
@@ -103,18 +106,37 @@ def _register(torch, op) -> None:
     lib.define(f"{op.opname}{schema(op)}")
     if op.written:
         lib.define(f"{op.opname}.{FUNCTIONALIZABLE}{schema(op)}")
-    _impl_kernels(torch, lib, op)
+    slot = _impl_kernels(torch, lib, op)
+    # A native kernel gets a native Autograd kernel too (torch_native.register_autograd),
+    # which passes each call on to one of two more overloads: NO_GRAD, the op below
+    # autograd (its kernels, fake and Functionalize kernel as the default's), and GRAD,
+    # whose Autograd kernel is the Python formula.
+    native_autograd = slot is not None and torch_native.has_autograd(torch)
+    names = [op.opname]
+    if native_autograd:
+        for overload in (NO_GRAD, GRAD):
+            lib.define(f"{op.opname}.{overload}{schema(op)}")
+        names.append(f"{op.opname}.{NO_GRAD}")
+        torch_native.register_more(slot, op, "CompositeExplicitAutograd", names[1:])
     fake = _fake(torch, op) if op.n_outputs else _no_outputs
-    torch.library.register_fake(op.name, fake, lib=lib)
     packet = getattr(getattr(torch.ops, op.namespace), op.opname)
+    for name in names:
+        torch.library.register_fake(f"{op.namespace}::{name}", fake, lib=lib)
     if op.written:
         # The same op once more, as an overload without a Functionalize kernel: the form
         # torch's auto_functionalized takes (see _functionalize).
         torch.library.register_fake(f"{op.name}.{FUNCTIONALIZABLE}", fake, lib=lib)
-        lib.impl(op.opname, _functionalize(torch, op, getattr(packet, FUNCTIONALIZABLE)), "Functionalize")
+        functionalize = _functionalize(torch, op, getattr(packet, FUNCTIONALIZABLE))
+        for name in names:
+            lib.impl(name, functionalize, "Functionalize")
     _overloads[op.name] = packet.default
-    torch_autograd.register(torch, op, lib)  # the gradient from the op's declared backward
-    torch_sharding.ensure(torch, op, packet.default)
+    # The gradient from the op's declared backward.
+    torch_autograd.register(torch, op, lib, f"{op.opname}.{GRAD}" if native_autograd else op.opname)
+    if native_autograd:
+        torch_native.register_autograd(slot, op)
+    # DTensor sees the overload that runs below autograd.
+    _sharded[op.name] = (packet.default, *([getattr(packet, NO_GRAD)] if native_autograd else []))
+    torch_sharding.ensure(torch, op, *_sharded[op.name])
     # Every type a traced call can show for a torch argument, resolved now.
     for arg_type in (torch.Tensor, torch.nn.Parameter, torch.SymInt, torch.SymFloat, torch.SymBool,
                      torch.device, torch.dtype, torch_sharding.dtensor_type()):
@@ -122,14 +144,16 @@ def _register(torch, op) -> None:
             op.resolve(arg_type)
 
 
-def _impl_kernels(torch, lib, op) -> None:
+def _impl_kernels(torch, lib, op) -> int | None:
     """The op's kernel (and its functionalizable twin's): the native one
-    (:mod:`tensorplug_adapters.torch_native`: no Python, no GIL), else the Python kernel."""
+    (:mod:`tensorplug_adapters.torch_native`: no Python, no GIL; its plan's slot is
+    returned), else the Python kernel (None)."""
     names = [op.opname] + ([f"{op.opname}.{FUNCTIONALIZABLE}"] if op.written else [])
-    if torch_native.register(torch, op, "CompositeExplicitAutograd", names):
-        return
-    for name in names:
-        lib.impl(name, _kernel(torch, op), "CompositeExplicitAutograd")
+    slot = torch_native.register(torch, op, "CompositeExplicitAutograd", names)
+    if slot is None:
+        for name in names:
+            lib.impl(name, _kernel(torch, op), "CompositeExplicitAutograd")
+    return slot
 
 
 def _no_outputs(*args):

@@ -51,9 +51,10 @@ def _load_shim(torch) -> str | None:
     return _shim_missing
 
 
-def register(torch, op, key: str, names) -> bool:
+def register(torch, op, key: str, names) -> int | None:
     """Register the native kernel of ``op`` as its ``key`` kernel for each overload in
-    ``names`` (``"name"``, ``"name.functionalizable"``). False, with :func:`reason` set,
+    ``names`` (``"name"``, ``"name.functionalizable"``) and return its plan's slot (for
+    :func:`register_more` and :func:`register_autograd`). None, with :func:`reason` set,
     when the op keeps the Python kernel."""
     try:
         missing = _load_shim(torch)
@@ -69,11 +70,28 @@ def register(torch, op, key: str, names) -> bool:
     except _NoNative as e:
         _reasons[op.name] = str(e)
         _log.info("tensorplug: %s keeps the Python kernel in torch: %s", op.name, e)
-        return False
+        return None
+    register_more(slot, op, key, names)
+    _reasons[op.name] = None
+    return slot
+
+
+def register_more(slot: int, op, key: str, names) -> None:
+    """The native kernel of plan ``slot`` as the ``key`` kernel of more overloads of ``op``."""
     for name in names:
         exchange.torch_native_register(slot, op.namespace, key, name)
-    _reasons[op.name] = None
-    return True
+
+
+def has_autograd(torch) -> bool:
+    """Whether this torch lets an op's Autograd kernel be native (:func:`register_autograd`)."""
+    return _load_shim(torch) is None and exchange.torch_native_has_autograd()
+
+
+def register_autograd(slot: int, op) -> None:
+    """The native Autograd kernel of ``op``'s default overload: each call passes on, with no
+    Python, to the overload ``nograd`` when no gradient is needed, else to ``grad`` (whose
+    Autograd kernel is the Python formula); both must be defined (torch_compile.py)."""
+    exchange.torch_native_register(slot, op.namespace, "Autograd", op.opname)
 
 
 def reason(op) -> str | None:

@@ -38,7 +38,7 @@ from tensorplug.shapes import dtype_name
 _DTENSOR = "torch.distributed.tensor"
 _lock = threading.RLock()
 _registered: set[str] = set()
-_waiting: list = []  # (op, overload): ops with a rule registered before DTensor was imported
+_waiting: list = []  # (op, overloads): ops with a rule registered before DTensor was imported
 
 
 def dtensor_type():
@@ -47,21 +47,23 @@ def dtensor_type():
     return getattr(module, "DTensor", None)
 
 
-def ensure(torch, op, overload) -> None:
-    """Register the DTensor strategy of ``op`` (its torch operator ``overload``) once, if
-    the op has a sharding rule: now if DTensor is imported, else right after it is."""
+def ensure(torch, op, *overloads) -> None:
+    """Register the DTensor strategy of ``op`` (for each of its torch ``overloads``) once,
+    if the op has a sharding rule: now if DTensor is imported, else right after it is."""
     if op.sharding is None or op.name in _registered:
         return
     with _lock:
         if op.name in _registered:
             return
         if dtensor_type() is None:
-            _waiting.append((op, overload))
+            _waiting.append((op, overloads))
             _install_watcher()
             return
         from torch.distributed.tensor.experimental import register_sharding
 
-        register_sharding(overload)(_strategy(op))
+        strategy = _strategy(op)
+        for overload in overloads:
+            register_sharding(overload)(strategy)
         _registered.add(op.name)
 
 
@@ -69,8 +71,8 @@ def _dtensor_imported() -> None:
     with _lock:
         waiting = list(_waiting)
         _waiting.clear()
-        for op, overload in waiting:
-            ensure(None, op, overload)
+        for op, overloads in waiting:
+            ensure(None, op, *overloads)
             op.resolve(dtensor_type())  # a traced call finds DTensor's resolution cached
 
 
