@@ -416,7 +416,8 @@ struct Owned {
   }
 };
 
-// The handles of list items read so far (each read is a new reference), deleted at the end.
+// The handles of list items read so far, deleted at the end: the list's items are the
+// kernel's to delete (torch_delete_list frees the list alone).
 struct OwnedItems {
   AtenTensorHandle* items;
   size_t n = 0;
@@ -882,11 +883,11 @@ bool PlainArguments(const TorchPlan& plan, const StableIValue* stack, bool* grad
     size_t size = 0;
     g_shim.list_size(list, &size);
     for (size_t j = 0; j < size; ++j) {
+      // The list's own item: its handles belong to the list's owner (RunPlan, or the
+      // dispatcher this stack passes on to), which deletes them with the list.
       StableIValue item = 0;
-      g_shim.list_get_item(list, j, &item);  // a new reference
-      const bool plain = PlainTensor(item, grad);
-      g_shim.delete_tensor_object(reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(item)));
-      if (!plain) return false;
+      g_shim.list_get_item(list, j, &item);
+      if (!PlainTensor(item, grad)) return false;
     }
   }
   return true;
