@@ -88,6 +88,10 @@ IMPORT_TARGET_MS = 50.0
 LIST_ROW, SEPARATE_ROW = "8_tensor_list", "8_tensors"
 LIST_FRAMEWORKS = ("numpy", "torch")
 LIST_RATIO_MARGIN = 1.05
+# The no-argument call against the same empty function bound with nanobind, the GIL released
+# on both sides (issue 23): tensorplug / nanobind at most this.
+NANOBIND_CASE = "no_args"
+NANOBIND_RATIO_TARGET = 1.05
 
 
 def _installed(module: str) -> bool:
@@ -384,6 +388,9 @@ def run_rows(impls: Implementations, frameworks: list[Framework], cases: list[Ca
         }
         if case.allocates:
             variants["empty_like"] = empty_like_of(fw)
+        if case.name == NANOBIND_CASE:
+            variants["nanobind"] = impls.nanobind.noop if impls.nanobind else None
+            variants["nanobind_gil_held"] = impls.nanobind.noop_gil_held if impls.nanobind else None
         progress(f"  {case.name} / {fw.name if fw else NO_FRAMEWORK}")
         result = measure(variants, args, calls, repeat, warmup)
         row = {"case": case.name, "framework": fw.name if fw else NO_FRAMEWORK, "kernel": name}
@@ -393,11 +400,16 @@ def run_rows(impls: Implementations, frameworks: list[Framework], cases: list[Ca
             if isinstance(value, BaseException):  # this variant failed on this case
                 row[f"{key}_error"] = f"{type(value).__name__}: {_first_line(value)}"
                 row[f"{key}_reason"] = _short_reason(value)
+            elif value is None and key.startswith("nanobind"):  # nanobind unavailable altogether
+                row[f"{key}_error"] = row[f"{key}_reason"] = impls.nanobind_reason
             elif value is None:  # apache-tvm-ffi unavailable altogether
                 row[f"{key}_error"] = impls.tvm_ffi_reason
                 row[f"{key}_reason"] = impls.tvm_ffi_short
         row["ratio"] = _ratio(row.get("tensorplug_ns"), row.get("tvm_ffi_ns"))
         row["ratio_gil_held"] = _ratio(row.get("tensorplug_gil_held_ns"), row.get("tvm_ffi_gil_held_ns"))
+        if case.name == NANOBIND_CASE:
+            row["ratio_nanobind"] = _ratio(row.get("tensorplug_ns"), row.get("nanobind_ns"))
+            row["ratio_nanobind_gil_held"] = _ratio(row.get("tensorplug_gil_held_ns"), row.get("nanobind_gil_held_ns"))
         if case.allocates:
             base = row.get("empty_like_ns")
             for impl in ("tensorplug", "tvm_ffi"):
