@@ -98,7 +98,7 @@ struct AppliedOverrides {
 // framework's; nullptr: the default CPU allocator), the python-table side channel (the
 // allocator of a Python table finds its callables there) and the thread's call depth.
 // Bind() sets them; Unbind() restores them. CallEnv binds it after the stream and the
-// overrides; the no-argument call without a live context binds it alone (CallNoArgs).
+// overrides; a no-argument call without a live context binds it alone (NoArgsVectorcall).
 class ThreadBinding {
  public:
   __attribute__((always_inline)) void Bind(ThreadState& ts, AdapterTable* output) {

@@ -173,9 +173,10 @@ PyObject* NoArgsVectorcall(PyObject* callable, PyObject* const* args, size_t nar
   result.type_index = kTPNone;
   result.flags = 0;
   result.v_int64 = 0;
+  TPAny no_args[1];  // `args` points to stack memory, as a general call's frame does, never NULL
   ThreadBinding binding;
   binding.Bind(ts, nullptr);
-  int rc = Invoke(f, nullptr, 0, &result);
+  int rc = Invoke(f, no_args, 0, &result);
   binding.Unbind(ts);
   return Finish(f, ts, rc, result, nullptr);
 }

@@ -78,8 +78,8 @@ MUTATIONS = [
              ("tests/test_no_argument_calls.py", "-k", "contexts"),
              "use_raw_stream / output_framework do not reach a call without arguments"),
     Mutation("no-argument-call-keeps-the-outer-allocator", "csrc/python/function.cc",
-             "  binding.Bind(ts, nullptr);\n  int rc = Invoke(f, nullptr, 0, &result);\n  binding.Unbind(ts);\n",
-             "  int rc = Invoke(f, nullptr, 0, &result);\n",
+             "  binding.Bind(ts, nullptr);\n  int rc = Invoke(f, no_args, 0, &result);\n  binding.Unbind(ts);\n",
+             "  int rc = Invoke(f, no_args, 0, &result);\n",
              ("tests/test_no_argument_calls.py", "-k", "nested"),
              "a call without arguments inside another call allocates with the outer call's framework"),
     # ---- read-only ------------------------------------------------------------------------
