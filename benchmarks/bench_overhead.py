@@ -1,4 +1,5 @@
-"""Call-overhead benchmark, tensorplug side by side with apache-tvm-ffi (README.md).
+"""Call-overhead benchmark, tensorplug side by side with apache-tvm-ffi, and the no-argument
+call with nanobind (README.md).
 
     python benchmarks/bench_overhead.py [--repeat N] [--calls N] [--frameworks numpy,torch] [--json PATH]
 
@@ -19,9 +20,10 @@ import sys
 from pathlib import Path
 
 from overhead_measure import (ALLOC_OVERHEAD_FRAMEWORKS, ALLOC_OVERHEAD_TARGET_NS, CASES, FRAMEWORKS,
-                              IMPORT_TARGET_MS, LIST_FRAMEWORKS, LIST_RATIO_MARGIN, LIST_ROW, RATIO_TARGETS,
-                              SEPARATE_ROW, build_implementations, framework_status, framework_version, import_time,
-                              python_call_floor, run_memory, run_rows)
+                              IMPORT_TARGET_MS, LIST_FRAMEWORKS, LIST_RATIO_MARGIN, LIST_ROW, NANOBIND_CASE,
+                              NANOBIND_RATIO_TARGET, NO_FRAMEWORK, RATIO_TARGETS, SEPARATE_ROW, build_implementations,
+                              framework_status, framework_version, import_time, python_call_floor, run_memory,
+                              run_rows)
 
 
 # ---------------------------------------------------------------- targets ----
@@ -75,6 +77,16 @@ def evaluate_targets(rows: list[dict], imports: dict, measured: bool = True) -> 
                             f"{a:.2f} vs {b:.2f}" if a is not None and b is not None else "not measured")
         targets.append({"target": f"{fw}: {LIST_ROW} ratio <= {SEPARATE_ROW} ratio (x{LIST_RATIO_MARGIN} for noise)",
                         "met": met, "detail": detail})
+    nb_row = by_key.get((NANOBIND_CASE, NO_FRAMEWORK))
+    if nb_row is not None:
+        ratio = nb_row.get("ratio_nanobind")
+        if ratio is not None:
+            met, detail = timed(ratio <= NANOBIND_RATIO_TARGET,
+                                f"{ratio:.2f} ({nb_row['tensorplug_ns']:.1f} vs {nb_row['nanobind_ns']:.1f} ns)")
+        else:
+            met, detail = None, f"n/a: {nb_row.get('nanobind_reason') or 'not measured'}"
+        targets.append({"target": f"{NANOBIND_CASE}: tensorplug / nanobind <= {NANOBIND_RATIO_TARGET} with the GIL "
+                                  "released", "met": met, "detail": detail})
     tp_import = imports.get("tensorplug")
     if tp_import and tp_import.get("available"):
         met, detail = timed(tp_import["best_ms"] < IMPORT_TARGET_MS, f"{tp_import['best_ms']:.1f} ms")
@@ -92,6 +104,8 @@ COLUMNS = [
     ("tensorplug", "tensorplug_ns"), ("tvm-ffi", "tvm_ffi_ns"), ("ratio", "ratio"),
     ("tensorplug held", "tensorplug_gil_held_ns"), ("tvm-ffi held", "tvm_ffi_gil_held_ns"),
     ("ratio held", "ratio_gil_held"),
+    ("nanobind", "nanobind_ns"), ("tp/nb", "ratio_nanobind"),
+    ("nanobind held", "nanobind_gil_held_ns"), ("tp/nb held", "ratio_nanobind_gil_held"),
     ("empty_like", "empty_like_ns"), ("tp - empty_like", "tensorplug_over_empty_like_ns"),
 ]  # the JSON also has tvm_ffi_over_empty_like_ns
 
@@ -105,7 +119,7 @@ def _cell(row: dict, key: str) -> str:
     reason = row.get(key[:-3] + "_reason")
     if reason is None:  # not applicable to this row, or derived from a missing number
         return "-"
-    if key == "tvm_ffi_ns":
+    if key in ("tvm_ffi_ns", "nanobind_ns"):
         return f"n/a: {reason}"
     if key.startswith("tensorplug"):
         return f"error: {reason}"
@@ -131,11 +145,14 @@ def format_report(result: dict) -> str:
            f"tensorplug {result['versions']['tensorplug']}, apache-tvm-ffi "
            f"{result['versions']['tvm_ffi'] or 'n/a (' + result['tvm_ffi_reason'] + ')'}, "
            + ", ".join(f"{k} {v}" for k, v in result["versions"].items()
-                       if k not in ("tensorplug", "tvm_ffi") and v),
+                       if k not in ("tensorplug", "tvm_ffi", "nanobind") and v),
            f"{result['machine']['cpu']}, {result['machine']['cpus']} CPUs, {result['machine']['platform']}",
            "columns: tensorplug / tvm-ffi release the GIL around the kernel (both defaults); "
            "'held': tensorplug release_gil=False, tvm-ffi Function.release_gil=False; "
            "ratio = tensorplug / tvm-ffi",
+           f"nanobind {result['versions'].get('nanobind') or 'n/a (' + result['nanobind_reason'] + ')'}: the same "
+           "empty noop() bound with nb::call_guard<nb::gil_scoped_release>() ('held': without it), "
+           f"{NANOBIND_CASE} only; tp/nb = tensorplug / nanobind",
            "", format_table(result["rows"]), ""]
     if result.get("python_call_floor_ns") is not None:
         out.append(f"reference: a Python `def f(): pass` call in the same loop: "
@@ -144,8 +161,8 @@ def format_report(result: dict) -> str:
     if skipped:
         out.append("skipped: " + "; ".join(skipped))
     for r in result["rows"]:  # full messages of case-specific failures
-        for key in ("tensorplug", "tensorplug_gil_held", "tvm_ffi", "empty_like"):
-            if f"{key}_error" in r and (key != "tvm_ffi" or result["versions"]["tvm_ffi"]):
+        for key in ("tensorplug", "tensorplug_gil_held", "tvm_ffi", "empty_like", "nanobind"):
+            if f"{key}_error" in r and (key not in ("tvm_ffi", "nanobind") or result["versions"].get(key)):
                 out.append(f"{r['case']} / {r['framework']}: {key} failed: {r[f'{key}_error']}")
     if result["imports"]:
         out.append("")
@@ -216,6 +233,8 @@ def parse_args(argv):
     parser.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
     parser.add_argument("--without-tvm-ffi", action="store_true",
                         help="do not load apache-tvm-ffi (its columns read n/a)")
+    parser.add_argument("--without-nanobind", action="store_true",
+                        help="do not build the nanobind extension (its cells read n/a)")
     parser.add_argument("-v", "--verbose", action="store_true", help="print progress and compiler commands")
     args = parser.parse_args(argv)
     defaults = dict(repeat=2, calls=200, warmup=50, import_runs=1, memory_calls=500) if args.quick else \
@@ -265,14 +284,15 @@ def run(args) -> dict:
             frameworks.append(fw)
 
     progress("building kernels")
-    impls = build_implementations(args.without_tvm_ffi, verbose=args.verbose)
+    impls = build_implementations(args.without_tvm_ffi, verbose=args.verbose,
+                                  without_nanobind=args.without_nanobind)
     progress("timing calls")
     floor = python_call_floor(args.calls, args.repeat)
     rows = run_rows(impls, frameworks, args.case_list, args.calls, args.repeat, args.warmup, progress)
     memory = [] if args.no_memory else run_memory(impls, frameworks, args.case_list, args.memory_calls)
 
     versions = {"tensorplug": tensorplug.__version__, "tvm_ffi": impls.tvm_ffi_version,
-                "python": platform.python_version()}
+                "nanobind": impls.nanobind_version, "python": platform.python_version()}
     versions.update((name, info["version"]) for name, info in fw_info.items() if info["version"]
                     and name not in ("torch-cuda",))
     return {
@@ -283,6 +303,7 @@ def run(args) -> dict:
         "versions": versions,
         "machine": {"cpu": _cpu_model(), "cpus": os.cpu_count(), "platform": platform.platform()},
         "tvm_ffi_reason": impls.tvm_ffi_reason,
+        "nanobind_reason": impls.nanobind_reason,
         "frameworks": fw_info,
         "python_call_floor_ns": floor,
         "rows": rows,

@@ -1,24 +1,31 @@
 """The measuring half of the call-overhead benchmark (bench_overhead.py is the other: targets,
-report, command line): the cases and frameworks, the kernels of both libraries, the timed
-loops, the import probe and the memory probe.
+report, command line): the cases and frameworks, the kernels of the libraries compared, the
+timed loops, the import probe and the memory probe.
 
 The same empty kernels (``kernels_tensorplug.cc`` and ``kernels_tvm_ffi.cc`` next to this
 file) are compiled for tensorplug and for apache-tvm-ffi and called in one process, per
-framework, with a warm-up and the best of N runs of M calls. The implementations are
-interleaved within each repeat (and the order reversed on every other repeat) so that drift
-in machine speed hits all of them alike. See README.md.
+framework, with a warm-up and the best of N runs of M calls. The no-argument row also calls
+the same empty ``noop()`` bound with nanobind (``kernels_nanobind.cc``): the floor a C++
+binding sets for a plain call. The implementations are interleaved within each repeat (and
+the order reversed on every other repeat) so that drift in machine speed hits all of them
+alike. See README.md.
 """
 
 from __future__ import annotations
 
 import ctypes
 import gc
+import hashlib
+import importlib.machinery
 import importlib.util
 import itertools
 import json
 import math
+import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 import tracemalloc
 from dataclasses import dataclass
@@ -81,6 +88,10 @@ IMPORT_TARGET_MS = 50.0
 LIST_ROW, SEPARATE_ROW = "8_tensor_list", "8_tensors"
 LIST_FRAMEWORKS = ("numpy", "torch")
 LIST_RATIO_MARGIN = 1.05
+# The no-argument call against the same empty function bound with nanobind, the GIL released
+# on both sides (issue 23): tensorplug / nanobind at most this.
+NANOBIND_CASE = "no_args"
+NANOBIND_RATIO_TARGET = 1.05
 
 
 def _installed(module: str) -> bool:
@@ -167,9 +178,15 @@ class Implementations:
     tvm_ffi_version: str | None
     tvm_ffi_reason: str  # why tvm_ffi is None
     tvm_ffi_short: str  # the same in a few words, for the table
+    # nanobind's no-argument noop (None: unavailable): a module with noop (GIL released)
+    # and noop_gil_held.
+    nanobind: object = None
+    nanobind_version: str | None = None
+    nanobind_reason: str = ""  # why nanobind is None, in a few words, for the table
 
 
-def build_implementations(without_tvm_ffi: bool = False, verbose: bool = False) -> Implementations:
+def build_implementations(without_tvm_ffi: bool = False, verbose: bool = False,
+                          without_nanobind: bool = False) -> Implementations:
     import tensorplug
     from tensorplug import cpp
 
@@ -201,7 +218,77 @@ def build_implementations(without_tvm_ffi: bool = False, verbose: bool = False) 
             tvm = tvm_held = None
             reason = f"apache-tvm-ffi failed: {type(exc).__name__}: {_first_line(exc)}"
             short = "failed to load"
-    return Implementations(module, held, tvm, tvm_held, version, reason, short)
+    impls = Implementations(module, held, tvm, tvm_held, version, reason, short)
+    if without_nanobind:
+        impls.nanobind_reason = "disabled"
+    elif not _installed("nanobind"):
+        impls.nanobind_reason = "nanobind not installed"
+    else:
+        try:
+            impls.nanobind, impls.nanobind_version = build_nanobind(verbose)
+        except Exception as exc:  # a failed build is reported in the table, not fatal
+            impls.nanobind_reason = f"build failed: {_first_line(exc)}"
+    return impls
+
+
+NANOBIND_MODULE = "tensorplug_bench_nanobind"  # the NB_MODULE name in kernels_nanobind.cc
+# nanobind's own CMake support, as a nanobind extension is built. NOMINSIZE: optimised for
+# speed as tensorplug's extension is (nanobind's default is -Os for the module's own code;
+# libnanobind, which holds the call dispatch, is built with the build type's flags either
+# way). NOSTRIP: profile_call.py can name its functions.
+NANOBIND_CMAKE = """cmake_minimum_required(VERSION 3.18)
+project({name} LANGUAGES CXX)
+find_package(Python COMPONENTS Interpreter Development.Module REQUIRED)
+find_package(nanobind CONFIG REQUIRED)
+nanobind_add_module({name} NOMINSIZE NOSTRIP "{source}")
+"""
+
+
+def build_nanobind(verbose: bool = False):
+    """nanobind's side of the no-argument row: ``kernels_nanobind.cc`` built with nanobind's
+    CMake support (Release, ``$CXX`` or ``c++``) into the tensorplug build cache, once per
+    content (the source, nanobind's version, the compiler, the Python). Returns (module,
+    nanobind version); raises RuntimeError with the tool's output when the build fails."""
+    import nanobind
+
+    from tensorplug import cpp
+
+    source = kernel_source("nanobind")
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        raise RuntimeError("cmake is not on PATH")
+    compiler = shutil.which(os.environ.get("CXX", "c++"))
+    if compiler is None:
+        raise RuntimeError("no C++ compiler: set CXX")
+    key = hashlib.sha256()
+    for part in (source.read_bytes(), NANOBIND_CMAKE.encode(), nanobind.__version__.encode(),
+                 nanobind.cmake_dir().encode(), compiler.encode(), sys.executable.encode(), sys.version.encode()):
+        key.update(part + b"\0")
+    out_dir = cpp.cache_dir() / f"{NANOBIND_MODULE}_{key.hexdigest()[:16]}"
+    target = out_dir / (NANOBIND_MODULE + sysconfig.get_config_var("EXT_SUFFIX"))
+    if not target.exists():
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "CMakeLists.txt").write_text(NANOBIND_CMAKE.format(name=NANOBIND_MODULE, source=source))
+        build = out_dir / "build"
+        for cmd in ([cmake, "-S", str(out_dir), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+                     f"-DCMAKE_CXX_COMPILER={compiler}", f"-DPython_EXECUTABLE={sys.executable}",
+                     f"-Dnanobind_DIR={nanobind.cmake_dir()}"],
+                    [cmake, "--build", str(build), "--parallel", "2"]):
+            if verbose:
+                print(" ".join(cmd), file=sys.stderr)
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        built = build / target.name
+        if not built.exists():
+            raise RuntimeError(f"the nanobind build made no {target.name} in {build}")
+        os.replace(built, target)
+        shutil.rmtree(build)  # the objects: only the module is kept
+    loader = importlib.machinery.ExtensionFileLoader(NANOBIND_MODULE, str(target))
+    spec = importlib.util.spec_from_file_location(NANOBIND_MODULE, str(target), loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module, nanobind.__version__
 
 
 # ----------------------------------------------------------------- timing ----
@@ -301,6 +388,9 @@ def run_rows(impls: Implementations, frameworks: list[Framework], cases: list[Ca
         }
         if case.allocates:
             variants["empty_like"] = empty_like_of(fw)
+        if case.name == NANOBIND_CASE:
+            variants["nanobind"] = impls.nanobind.noop if impls.nanobind else None
+            variants["nanobind_gil_held"] = impls.nanobind.noop_gil_held if impls.nanobind else None
         progress(f"  {case.name} / {fw.name if fw else NO_FRAMEWORK}")
         result = measure(variants, args, calls, repeat, warmup)
         row = {"case": case.name, "framework": fw.name if fw else NO_FRAMEWORK, "kernel": name}
@@ -310,11 +400,16 @@ def run_rows(impls: Implementations, frameworks: list[Framework], cases: list[Ca
             if isinstance(value, BaseException):  # this variant failed on this case
                 row[f"{key}_error"] = f"{type(value).__name__}: {_first_line(value)}"
                 row[f"{key}_reason"] = _short_reason(value)
+            elif value is None and key.startswith("nanobind"):  # nanobind unavailable altogether
+                row[f"{key}_error"] = row[f"{key}_reason"] = impls.nanobind_reason
             elif value is None:  # apache-tvm-ffi unavailable altogether
                 row[f"{key}_error"] = impls.tvm_ffi_reason
                 row[f"{key}_reason"] = impls.tvm_ffi_short
         row["ratio"] = _ratio(row.get("tensorplug_ns"), row.get("tvm_ffi_ns"))
         row["ratio_gil_held"] = _ratio(row.get("tensorplug_gil_held_ns"), row.get("tvm_ffi_gil_held_ns"))
+        if case.name == NANOBIND_CASE:
+            row["ratio_nanobind"] = _ratio(row.get("tensorplug_ns"), row.get("nanobind_ns"))
+            row["ratio_nanobind_gil_held"] = _ratio(row.get("tensorplug_gil_held_ns"), row.get("nanobind_gil_held_ns"))
         if case.allocates:
             base = row.get("empty_like_ns")
             for impl in ("tensorplug", "tvm_ffi"):

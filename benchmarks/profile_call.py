@@ -2,6 +2,7 @@
 
     python benchmarks/profile_call.py --impl tensorplug --framework torch --case 1_tensor
     python benchmarks/profile_call.py --impl tvm-ffi --framework numpy --case 1_tensor
+    python benchmarks/profile_call.py --impl nanobind --case no_args
 
 runs itself under ``valgrind --tool=callgrind --instr-atstart=no``; instrumentation is
 switched on (through callgrind client requests, from a tiny C helper loaded with ctypes)
@@ -9,7 +10,8 @@ only around ``--calls`` calls of the kernel, after imports, compilation and a wa
 then prints the instructions per call: the total, and per function inclusive and self
 (``callgrind_annotate``). The benchmark loop itself costs about 300 instructions per call
 (the total minus the callable's inclusive count); ``--impl python`` profiles a Python
-``def f(*args): pass`` for reference. Instruction counts are stable where wall times on a
+``def f(*args): pass`` for reference, and ``--impl nanobind`` the same empty ``noop()``
+bound with nanobind (case no_args only; ``kernels_nanobind.cc``). Instruction counts are stable where wall times on a
 shared machine are not. Needs valgrind and its headers (valgrind/callgrind.h).
 """
 
@@ -108,6 +110,13 @@ def inner(args) -> int:
     if args.impl == "python":
         def func(*_):
             pass
+    elif args.impl == "nanobind":
+        if case.name != "no_args":
+            sys.exit("--impl nanobind: only the no_args case has a nanobind kernel")
+        if not bench._installed("nanobind"):
+            sys.exit("nanobind not installed")
+        module, _ = bench.build_nanobind()
+        func = module.noop_gil_held if args.gil_held else module.noop
     else:
         impls = bench.build_implementations(without_tvm_ffi=args.impl != "tvm-ffi")
         if args.impl == "tvm-ffi":
@@ -187,12 +196,13 @@ def outer(args) -> int:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--impl", choices=["tensorplug", "tvm-ffi", "python"], default="tensorplug")
+    parser.add_argument("--impl", choices=["tensorplug", "tvm-ffi", "nanobind", "python"], default="tensorplug")
     parser.add_argument("--framework", default="torch", help="numpy, torch, jax, paddle, ...")
     parser.add_argument("--case", default="1_tensor", help="a case of tensorplug bench (1_tensor, no_args, ...)")
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--warmup", type=int, default=2000)
-    parser.add_argument("--gil-held", action="store_true", help="tensorplug release_gil=False / tvm-ffi release_gil=False")
+    parser.add_argument("--gil-held", action="store_true", help="tensorplug release_gil=False / tvm-ffi release_gil=False / nanobind without "
+                             "call_guard<gil_scoped_release>")
     parser.add_argument("--top", type=int, default=40, help="functions listed")
     parser.add_argument("--min", type=float, default=0.5, help="hide functions below this many instructions per call")
     parser.add_argument("--symbols", default=str(Path(__file__).resolve().parents[1] / "build"),

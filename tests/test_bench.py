@@ -21,6 +21,8 @@ NO_FRAMEWORK = "none"  # the framework column of the no-argument row
 CPU_FRAMEWORKS = ("numpy", "torch", "jax", "paddle")
 GPU_FRAMEWORKS = ("torch-cuda", "cupy")
 TVM_FFI_INSTALLED = importlib.util.find_spec("tvm_ffi") is not None
+NANOBIND_INSTALLED = importlib.util.find_spec("nanobind") is not None
+NANOBIND_TARGET = "no_args: tensorplug / nanobind <= 1.05 with the GIL released"
 
 
 def installed(framework: str) -> bool:
@@ -124,6 +126,48 @@ def test_bench_without_tvm_ffi_says_na(tmp_path):
     for row in result["rows"]:
         assert row["tvm_ffi_ns"] is None and row["ratio"] is None and row["tensorplug_ns"] > 0, row
     assert all("n/a: disabled" in line for line in printed.values()), stdout
+
+
+def test_bench_compares_the_no_argument_call_with_nanobind(tmp_path):
+    # The same empty noop() bound with nanobind, built at benchmark time with nanobind's CMake
+    # support into the run's cache (conftest: a temporary directory); where nanobind is not
+    # installed its cells say so.
+    stdout, result = run_bench(tmp_path, "--frameworks", "numpy", "--cases", "no_args,1_tensor", "--no-import",
+                               "--no-memory", "--without-tvm-ffi")
+    printed = table_rows(stdout)
+    assert set(printed) == {("no_args", NO_FRAMEWORK)} | ({("1_tensor", "numpy")} if installed("numpy") else set())
+    line = printed[("no_args", NO_FRAMEWORK)]
+    rows = {r["case"]: r for r in result["rows"]}
+    row = rows["no_args"]
+    header = stdout.splitlines()[4]
+    target = next(t for t in result["targets"] if t["target"] == NANOBIND_TARGET)
+    if NANOBIND_INSTALLED:
+        import nanobind
+
+        assert result["versions"]["nanobind"] == nanobind.__version__ and result["nanobind_reason"] == ""
+        assert header.startswith(f"nanobind {nanobind.__version__}: the same empty noop() bound with "
+                                 "nb::call_guard<nb::gil_scoped_release>()"), header
+        assert row["nanobind_ns"] > 0 and row["nanobind_gil_held_ns"] > 0, row
+        assert row["ratio_nanobind"] == row["tensorplug_ns"] / row["nanobind_ns"]
+        assert row["ratio_nanobind_gil_held"] == row["tensorplug_gil_held_ns"] / row["nanobind_gil_held_ns"]
+        cells = line.split()
+        assert f"{row['nanobind_ns']:.0f}" in cells and f"{row['ratio_nanobind']:.2f}" in cells, line
+        assert f"{row['nanobind_gil_held_ns']:.0f}" in cells and f"{row['ratio_nanobind_gil_held']:.2f}" in cells
+        assert "n/a: nanobind" not in line
+        # --quick: measured, not judged.
+        assert target["met"] is None and target["detail"] == (
+            f"{row['ratio_nanobind']:.2f} ({row['tensorplug_ns']:.1f} vs {row['nanobind_ns']:.1f} ns) "
+            "(not judged: --quick is a smoke run, not a measurement)"), target
+    else:
+        assert result["versions"]["nanobind"] is None and result["nanobind_reason"] == "nanobind not installed"
+        assert header.startswith("nanobind n/a (nanobind not installed):"), header
+        assert row["nanobind_ns"] is None and row["ratio_nanobind"] is None and row["tensorplug_ns"] > 0, row
+        assert "n/a: nanobind not installed" in line, line
+        assert target == {"target": NANOBIND_TARGET, "met": None, "detail": "n/a: nanobind not installed"}
+    # Only the no-argument row has a nanobind kernel.
+    for other in (r for r in result["rows"] if r["case"] != "no_args"):
+        assert "nanobind_ns" not in other and "ratio_nanobind" not in other, other
+        assert "n/a: nanobind" not in printed[(other["case"], other["framework"])]
 
 
 def test_bench_rejects_unknown_options(tmp_path):

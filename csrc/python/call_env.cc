@@ -7,7 +7,7 @@
 namespace tensorplug::py {
 
 // ============================================================ thread state ====
-thread_local ThreadState* tls_thread_state __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread ThreadState* tls_thread_state __attribute__((tls_model("initial-exec"))) = nullptr;
 
 ThreadState* NewThreadState() {
   // Owned by a thread_local so that it is destroyed when the thread ends.

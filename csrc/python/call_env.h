@@ -19,9 +19,14 @@ struct ThreadState {
   // Released when the outermost call returns, whether or not a kernel swallowed it.
   PyObject* pending_exception = nullptr;
   std::string pending_kind, pending_message;
+  // libtensorplug's env allocator of this thread (TPEnvAllocatorSlot): every call sets and
+  // restores it (ThreadBinding), a plain store instead of two calls into the library.
+  DLPackManagedTensorAllocator* allocator_slot = TPEnvAllocatorSlot();
 };
 ThreadState* NewThreadState();
-extern thread_local ThreadState* tls_thread_state __attribute__((tls_model("initial-exec")));
+// __thread, not thread_local: a pointer with constant initialisation needs no C++ TLS
+// wrapper, whose "initialised yet?" check would run on every access from another file.
+extern __thread ThreadState* tls_thread_state __attribute__((tls_model("initial-exec")));
 inline ThreadState& TS() {
   ThreadState* state = tls_thread_state;
   return state ? *state : *NewThreadState();
@@ -89,12 +94,38 @@ struct AppliedOverrides {
   }
 };
 // ------------------------------------------------------------ call environment ----
+// What every Function call sets on its thread and puts back: the env allocator (the output
+// framework's; nullptr: the default CPU allocator), the python-table side channel (the
+// allocator of a Python table finds its callables there) and the thread's call depth.
+// Bind() sets them; Unbind() restores them. CallEnv binds it after the stream and the
+// overrides; a no-argument call without a live context binds it alone (NoArgsVectorcall).
+class ThreadBinding {
+ public:
+  __attribute__((always_inline)) void Bind(ThreadState& ts, AdapterTable* output) {
+    previous_alloc_ = *ts.allocator_slot;
+    *ts.allocator_slot = output ? output->api->managed_tensor_allocator : nullptr;
+    previous_python_ = ts.python_table;
+    ts.python_table = output;
+    ++ts.call_depth;
+  }
+  __attribute__((always_inline)) void Unbind(ThreadState& ts) {
+    --ts.call_depth;
+    ts.python_table = previous_python_;
+    *ts.allocator_slot = previous_alloc_;
+  }
+
+ private:
+  AdapterTable* previous_python_;
+  DLPackManagedTensorAllocator previous_alloc_;
+};
+
 // Everything a Function call sets for its callee and must put back: the current stream of
-// the primary tensor's device, the env allocator (the output framework's), the output table
-// (results are converted to its framework), the python-table side channel, the
-// context-local overrides, the thread's call depth. Enter() sets them; the destructor
-// restores, in reverse order, exactly what was set, on every exit. A new env hook is
-// added here, and only here (docs/adapters.md, "Adding an env hook").
+// the primary tensor's device, the thread binding (allocator, python table, call depth:
+// ThreadBinding), the output table (results are converted to its framework), the
+// context-local overrides. Enter() sets them; the destructor restores, in reverse order,
+// exactly what was set, on every exit. A new env hook is added here (or, when every call
+// sets it on its thread whatever its arguments, in ThreadBinding), and only here
+// (docs/adapters.md, "Adding an env hook").
 class CallEnv {
  public:
   CallEnv() noexcept {}  // only ts_ and stream_set_ are read before being set
@@ -110,22 +141,15 @@ class CallEnv {
     if (primary && device.device_type != kDLCPU && !overrides_.Overrides(device.device_type, device.device_id)) {
       if (!SetPrimaryStream(primary, device)) return false;
     }
-    previous_alloc_ = TPEnvSetAllocator(output_ ? output_->api->managed_tensor_allocator : nullptr);
+    binding_.Bind(ts, output_);
     ts_ = &ts;
-    previous_python_ = ts.python_table;
-    ts.python_table = output_;  // the allocator of a Python table finds its callables here
-    ++ts.call_depth;
     return true;
   }
 
   __attribute__((always_inline)) ~CallEnv() {
-    if (ts_) {
-      --ts_->call_depth;
-      ts_->python_table = previous_python_;
-      TPEnvSetAllocator(previous_alloc_);
-    }
+    if (ts_) binding_.Unbind(*ts_);
     if (stream_set_) TPEnvSetStream(stream_device_.device_type, stream_device_.device_id, previous_stream_);
-    overrides_.Restore();
+    if (overrides_.num_streams) overrides_.Restore();
   }
 
   // The table results are converted with (nullptr: tensorplug.Tensor).
@@ -146,9 +170,8 @@ class CallEnv {
 
   AppliedOverrides overrides_;
   AdapterTable* output_;
-  ThreadState* ts_ = nullptr;  // set once the allocator, python table and depth are
-  AdapterTable* previous_python_;
-  DLPackManagedTensorAllocator previous_alloc_;
+  ThreadState* ts_ = nullptr;  // set once the thread binding is
+  ThreadBinding binding_;
   bool stream_set_ = false;
   DLDevice stream_device_;
   void* previous_stream_;

@@ -39,6 +39,32 @@ PyObject* CallWithKeywords(FunctionObject* f, PyObject* const* args, Py_ssize_t 
 
 PyObject* CallInFrame(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs, CallFrame& frame);
 
+// Run the kernel, the GIL released around it unless the function keeps it.
+__attribute__((always_inline)) inline int Invoke(FunctionObject* f, TPAny* packed, int32_t nargs, TPAny* result) {
+  if (!f->release_gil) return f->entry(f->self, packed, nargs, result);
+  PyThreadState* state = PyEval_SaveThread();
+  int rc = f->entry(f->self, packed, nargs, result);
+  PyEval_RestoreThread(state);
+  return rc;
+}
+
+// After the env is restored: the kernel's error as a Python exception, or its result.
+__attribute__((always_inline)) inline PyObject* Finish(FunctionObject* f, ThreadState& ts, int rc, TPAny& result,
+                                                       AdapterTable* output) {
+  if (rc != 0) {
+    TPAnyRelease(&result);
+    return RaiseFromTPError();
+  }
+  // A callback exception the kernel caught must not outlive the call (it holds frames).
+  if (ts.pending_exception && ts.call_depth == 0) Py_CLEAR(ts.pending_exception);
+  if (result.type_index == kTPNone) Py_RETURN_NONE;  // the common in-place kernel
+  PyObject* value = ValueToPython(&result, output, f->name);
+  if (__builtin_expect(f->sig->result_is_list, 0) && value && PyTuple_CheckExact(value)) {
+    Py_SETREF(value, PySequence_List(value));
+  }
+  return value;
+}
+
 PyObject* Call(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs) {
   const Signature* sig = f->sig;
   if (sig->known && size_t(nargs) != sig->params.size()) {
@@ -88,29 +114,11 @@ PyObject* CallInFrame(FunctionObject* f, PyObject* const* args, Py_ssize_t nargs
       return nullptr;  // env restores what Enter set
     }
     output = env.output();
-    if (f->release_gil) {
-      PyThreadState* state = PyEval_SaveThread();
-      rc = f->entry(f->self, frame.packed, int32_t(nargs), &result);
-      PyEval_RestoreThread(state);
-    } else {
-      rc = f->entry(f->self, frame.packed, int32_t(nargs), &result);
-    }
+    rc = Invoke(f, frame.packed, int32_t(nargs), &result);
   }
   frame.Release(0);  // owning tensor arguments now belong to the callee
   ScratchRestore(mark);
-
-  if (rc != 0) {
-    TPAnyRelease(&result);
-    return RaiseFromTPError();
-  }
-  // A callback exception the kernel caught must not outlive the call (it holds frames).
-  if (ts.pending_exception && ts.call_depth == 0) Py_CLEAR(ts.pending_exception);
-  if (result.type_index == kTPNone) Py_RETURN_NONE;  // the common in-place kernel
-  PyObject* value = ValueToPython(&result, output, f->name);
-  if (__builtin_expect(sig->result_is_list, 0) && value && PyTuple_CheckExact(value)) {
-    Py_SETREF(value, PySequence_List(value));
-  }
-  return value;
+  return Finish(f, ts, rc, result, output);
 }
 
 // Bind keyword arguments to positions using the signature's parameter names. Not inlined:
@@ -147,6 +155,30 @@ PyObject* FunctionVectorcall(PyObject* callable, PyObject* const* args, size_t n
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   if (kwnames && PyTuple_GET_SIZE(kwnames)) return CallWithKeywords(f, args, nargs, kwnames);
   return Call(f, args, nargs);
+}
+
+// The vectorcall of a function that takes no arguments (it exports a signature without
+// parameters, or none), called with none: the floor of a plain call (issue 23). No frame,
+// no argument loop, no scratch mark (nothing is converted), no primary tensor and so no
+// stream: only the thread binding, with the default allocator and output, which is the env
+// CallInFrame sets for a call without tensor arguments. Anything else (arguments, keywords,
+// a live override context, which may set streams and the output) takes the general path.
+PyObject* NoArgsVectorcall(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* f = reinterpret_cast<FunctionObject*>(callable);
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (kwnames && PyTuple_GET_SIZE(kwnames)) return CallWithKeywords(f, args, nargs, kwnames);
+  if (nargs != 0 || g_live_overrides.load(std::memory_order_relaxed) != 0) return Call(f, args, nargs);
+  ThreadState& ts = TS();
+  TPAny result;
+  result.type_index = kTPNone;
+  result.flags = 0;
+  result.v_int64 = 0;
+  TPAny no_args[1];  // `args` points to stack memory, as a general call's frame does, never NULL
+  ThreadBinding binding;
+  binding.Bind(ts, nullptr);
+  int rc = Invoke(f, no_args, 0, &result);
+  binding.Unbind(ts);
+  return Finish(f, ts, rc, result, nullptr);
 }
 
 void FunctionDealloc(PyObject* self) {
@@ -228,7 +260,7 @@ PyObject* FunctionFromHandle(TPFunctionHandle func, PyObject* name, bool release
     delete sig;
     return nullptr;
   }
-  f->vectorcall = Guarded<FunctionVectorcall>;
+  f->vectorcall = !sig->known || sig->params.empty() ? Guarded<NoArgsVectorcall> : Guarded<FunctionVectorcall>;
   TPFunctionRetain(func);
   f->handle = func;
   f->entry = TPFunctionGetEntry(func, &f->self);

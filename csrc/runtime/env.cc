@@ -425,6 +425,8 @@ DLPackManagedTensorAllocator TPEnvSetAllocator(DLPackManagedTensorAllocator allo
   return previous;
 }
 
+DLPackManagedTensorAllocator* TPEnvAllocatorSlot(void) { return &tls_env.allocator; }
+
 int TPEnvAllocTensor(DLTensor* prototype, DLManagedTensorVersioned** out) {
   if (out == nullptr) return -1;
   *out = nullptr;

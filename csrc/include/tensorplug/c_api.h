@@ -310,6 +310,13 @@ TP_API DLPackManagedTensorAllocator TPEnvGetAllocator(void);
 /* Bind an allocator for the calling thread; returns the previous one. */
 TP_API DLPackManagedTensorAllocator TPEnvSetAllocator(DLPackManagedTensorAllocator alloc);
 /*
+ * The calling thread's allocator binding itself: the slot TPEnvGetAllocator reads and
+ * TPEnvSetAllocator writes. For a binding layer that sets and restores the allocator around
+ * every call: it looks the slot up once per thread, then reads and writes it directly.
+ * Valid while the calling thread lives, for that thread only.
+ */
+TP_API DLPackManagedTensorAllocator* TPEnvAllocatorSlot(void);
+/*
  * Allocate a tensor shaped like `prototype` through the bound allocator (or the default
  * CPU allocator, which serves kDLCPU only). On success the tensor has the prototype's
  * dtype, device and shape, and is row-major compact when the prototype has no strides

@@ -371,6 +371,20 @@ struct ArgOwnership {
   }
 };
 
+// A call with the wrong number of arguments: the error set, every kTPTensor argument (the
+// ABI moved them to the callee) released. Out of line, so that the common path of a kernel
+// with few arguments needs no stack frame of its own.
+TENSORPLUG_PRIVATE_COLD inline int ArityFailure(const CallInfo& info, size_t expected, const TPAny* args,
+                                                int32_t nargs) noexcept {
+  ArgOwnership<0> ownership{args, nargs};  // consumed by none: releases every kTPTensor
+  try {
+    ThrowArity(info, expected, nargs);
+  } catch (...) {
+    SetErrorFromCurrentException(info.function);
+  }
+  return -1;
+}
+
 template <class Fn, class R, class... Args, size_t... I>
 int InvokeImpl(const CallInfo& info, Fn& fn, const TPAny* args, int32_t nargs, TPAny* result,
                R (*)(Args...), std::index_sequence<I...>) noexcept {
@@ -380,9 +394,9 @@ int InvokeImpl(const CallInfo& info, Fn& fn, const TPAny* args, int32_t nargs, T
                 "tensorplug: unsupported result type (see tensorplug/function.h)");
   constexpr size_t kArity = sizeof...(Args);
   *result = MakeNone();
+  if (TENSORPLUG_PRIVATE_UNLIKELY(nargs != static_cast<int32_t>(kArity))) return ArityFailure(info, kArity, args, nargs);
   ArgOwnership<kArity> ownership{args, nargs};
   try {
-    if (nargs != static_cast<int32_t>(kArity)) ThrowArity(info, kArity, nargs);
     ownership.any_tensor = (false || ... || (args[I].type_index == kTPTensor));
     (CheckArg<std::decay_t<Args>>(info, I, args[I]), ...);
     std::tuple<std::decay_t<Args>...> values{

@@ -28,9 +28,11 @@
 #if defined(__GNUC__) || defined(__clang__)
 #define TENSORPLUG_PRIVATE_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define TENSORPLUG_PRIVATE_COLD_NORETURN [[noreturn]] __attribute__((noinline, cold))
+#define TENSORPLUG_PRIVATE_COLD __attribute__((noinline, cold))
 #else
 #define TENSORPLUG_PRIVATE_UNLIKELY(x) (x)
 #define TENSORPLUG_PRIVATE_COLD_NORETURN [[noreturn]]
+#define TENSORPLUG_PRIVATE_COLD
 #endif
 
 namespace tensorplug {
