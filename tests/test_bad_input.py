@@ -77,7 +77,8 @@ def test_torch_tensors_without_data(kernels):
 def test_torch_conjugate_view_is_refused(kernels):
     torch = pytest.importorskip("torch", reason="torch not installed")
     z = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64)
-    with pytest.raises(ValueError, match=r"numel\(\) argument 1 'x': a conjugate view cannot be passed.*resolve_conj"):
+    with pytest.raises(ValueError, match=r"^numel\(\) argument 1 'x': expected a tensor whose memory holds its values .*, got a torch "
+                                         r"conjugate view \(x.is_conj\(\)\); call .resolve_conj\(\) first$"):
         kernels.numel(z.conj())
     assert kernels.numel(z.conj().resolve_conj()) == 2
 

@@ -79,10 +79,10 @@ class ExchangeTable:
     read-only flag their ``__dlpack__`` export sets, and ``read_only=True`` on top.
     """
 
-    __slots__ = ("adapter", "capsule", "read_only", "python", "complex_check", "negative_strides", "_c_table")
+    __slots__ = ("adapter", "capsule", "read_only", "python", "lazy_views", "negative_strides", "_c_table")
 
     def __init__(self, adapter: str, capsule, *, read_only=False, python: bool = False,
-                 complex_check=None, negative_strides: bool = True):
+                 lazy_views=None, negative_strides: bool = True):
         if not isinstance(read_only, bool) and not (not python and _is_capsule(read_only)):
             what = "True or False" if python else "True, False or a 'tensorplug.read_only_probe' capsule"
             raise TypeError(f"ExchangeTable argument 'read_only': expected {what}, got {read_only!r}")
@@ -90,21 +90,23 @@ class ExchangeTable:
         self.capsule = capsule
         self.read_only = read_only
         self.python = python
-        self.complex_check = complex_check
+        self.lazy_views = lazy_views
         self.negative_strides = negative_strides
-        self._c_table = _core.make_adapter_table(capsule, adapter, read_only, python, complex_check,
+        self._c_table = _core.make_adapter_table(capsule, adapter, read_only, python, lazy_views,
                                                  negative_strides)
 
     @classmethod
-    def from_capsule(cls, capsule, adapter: str, *, read_only=False, complex_check=None,
+    def from_capsule(cls, capsule, adapter: str, *, read_only=False, lazy_views=None,
                      negative_strides: bool = True) -> "ExchangeTable":
         """A table from a ``"dlpack_exchange_api"`` capsule, such as a framework's
         ``type(x).__dlpack_c_exchange_api__``. ``read_only``: see the class.
-        ``complex_check(x)``, if given, runs for complex-valued tensors only and raises to
-        refuse one (torch: conjugate views, whose bit DLPack cannot carry).
+        ``lazy_views``, a ``"tensorplug.lazy_view_probe"`` capsule, is asked per tensor
+        whether its memory holds its values; one that does not (torch's conjugate and
+        negative views, whose bits DLPack cannot carry) is refused with a ValueError
+        (:func:`tensorplug.exchange.torch_lazy_view_probe`).
         ``negative_strides=False`` makes the core refuse, with a ValueError, to hand the
         framework a tensor with negative strides (torch aborts on those, paddle misreads them)."""
-        return cls(adapter, capsule, read_only=read_only, complex_check=complex_check,
+        return cls(adapter, capsule, read_only=read_only, lazy_views=lazy_views,
                    negative_strides=negative_strides)
 
     @classmethod

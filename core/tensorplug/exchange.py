@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from . import _core
 
-__all__ = ["jax_importer", "numpy_exchange_api", "numpy_read_only_probe", "torch_native_define", "torch_native_has_autograd",
+__all__ = ["jax_importer", "numpy_exchange_api", "numpy_read_only_probe", "torch_lazy_view_probe", "torch_native_define",
+           "torch_native_has_autograd",
            "torch_native_load", "torch_native_register", "xla_ffi_define", "xla_ffi_handler"]
 
 
@@ -25,6 +26,17 @@ def numpy_read_only_probe():
     """A ``"tensorplug.read_only_probe"`` capsule reading numpy's ``WRITEABLE`` flag, for
     ``ExchangeTable.from_capsule(..., read_only=numpy_read_only_probe())``."""
     return _core.numpy_read_only_probe()
+
+
+def torch_lazy_view_probe(torch, libraries):
+    """A ``"tensorplug.lazy_view_probe"`` capsule for ``torch.Tensor``, for
+    ``ExchangeTable.from_capsule(..., lazy_views=torch_lazy_view_probe(torch, libraries))``:
+    refuses conjugate views (``x.conj()``) and tensors with the negative bit
+    (``x.conj().imag``), whose memory does not hold their values. It reads the bits without
+    a Python call where the already-loaded ``libraries`` (libtorch paths) export torch's bit
+    readers and torch's tensor layout checks out, else it calls ``x.is_conj()`` and
+    ``x.is_neg()``. Made once per process."""
+    return _core.torch_lazy_view_probe(torch, list(libraries))[0]
 
 
 def jax_importer():

@@ -318,7 +318,7 @@ PyObject* MakePythonTable(PyObject* to_dlpack, PyObject* from_dlpack, PyObject* 
 // `read_only`: False (mutable tensors), True (immutable) or a "tensorplug.read_only_probe"
 // capsule asked per tensor.
 PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, PyObject* read_only, bool python,
-                           PyObject* complex_check, bool negative_strides) {
+                           PyObject* lazy_views, bool negative_strides) {
   ReadOnlyPolicy policy = ReadOnlyPolicy::kNever;
   int (*probe)(PyObject*) = nullptr;
   if (read_only == Py_True) {
@@ -331,10 +331,18 @@ PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, PyObject* read_onl
     return PyErr_Format(PyExc_TypeError, "ExchangeTable argument 'read_only': expected True, False or a "
                         "'tensorplug.read_only_probe' capsule, got %R", read_only);
   }
+  const LazyViewProbe* lazy_probe = nullptr;
+  if (lazy_views && lazy_views != Py_None) {
+    if (!PyCapsule_IsValid(lazy_views, "tensorplug.lazy_view_probe")) {
+      return PyErr_Format(PyExc_TypeError, "ExchangeTable argument 'lazy_views': expected None or a "
+                          "'tensorplug.lazy_view_probe' capsule, got %R", lazy_views);
+    }
+    lazy_probe = static_cast<const LazyViewProbe*>(PyCapsule_GetPointer(lazy_views, "tensorplug.lazy_view_probe"));
+  }
   AdapterTable* table = TableFromCapsule(capsule, name, policy, probe);
   if (!table) return nullptr;
   if (python) table->python = reinterpret_cast<PythonTable*>(const_cast<DLPackExchangeAPI*>(table->api));
-  if (complex_check && complex_check != Py_None) table->complex_check = Py_NewRef(complex_check);
+  table->lazy_views = lazy_probe;
   table->negative_strides = negative_strides;
   return PyCapsule_New(table, "tensorplug.adapter_table", nullptr);
 }

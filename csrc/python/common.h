@@ -98,9 +98,10 @@ struct AdapterTable {
   PyObject* name = nullptr;   // adapter name (str)
   ReadOnlyPolicy read_only = ReadOnlyPolicy::kNever;
   int (*is_read_only)(PyObject* obj) = nullptr;
-  // Called with each complex-valued tensor before it enters a kernel; raises to refuse it
-  // (torch's exporter drops the conjugate bit, which only complex tensors carry).
-  PyObject* complex_check = nullptr;
+  // Asked with each tensor before it enters a kernel or a tensorplug.Tensor: a tensor whose
+  // memory does not hold its values (torch's lazy conjugate and negative bits, which DLPack
+  // cannot carry) is refused. nullptr: the framework has no such tensors.
+  const struct LazyViewProbe* lazy_views = nullptr;
   // False for frameworks that cannot import negative strides (torch aborts the
   // process): the core refuses such tensors before handing them over.
   bool negative_strides = true;
@@ -111,7 +112,7 @@ struct AdapterTable {
 
 // Wrap an exchange-table capsule as an AdapterTable capsule (_core.adapter_table).
 PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, PyObject* read_only, bool python,
-                           PyObject* complex_check, bool negative_strides);
+                           PyObject* lazy_views, bool negative_strides);
 // An exchange table whose functions call Python callables (_core.python_table).
 PyObject* MakePythonTable(PyObject*, PyObject*, PyObject*, PyObject*, PyObject* importer);
 // tensorplug._registry's resolver: called with a type no adapter is cached for.
@@ -175,6 +176,29 @@ struct Importer {
   int (*managed)(void* obj, DLManagedTensorVersioned** out);  // owning import
   int (*view)(void* obj, DLTensor* out);                      // non-owning view
 };
+// a "tensorplug.lazy_view_probe" capsule points at a LazyViewProbe, asked per tensor
+// whether its memory holds its values (ExchangeTable.from_capsule(lazy_views=probe)).
+struct LazyViewProbe {
+  // 0: it does; 1: it does not, *what says why and what to do ("a torch conjugate view
+  // (x.is_conj()); call .resolve_conj() first", static storage); -1: a Python error is set.
+  int (*is_lazy)(PyObject* obj, const char** what);
+};
+
+// The refusal of a tensor a LazyViewProbe reported (probe result `rc`, 1 or -1): a
+// ValueError "expected a tensor whose memory holds its values ..., got <what>" (callers
+// prefix the argument), or the probe's own error. Always false.
+bool RefuseLazyView(int rc, const char* what);
+// True when `obj` may enter a kernel as its memory: a flag read for tables without a
+// probe, one C call (torch: two reads of the tensor's key set) for those with one. False
+// with a Python error set otherwise.
+inline bool HoldsItsValues(const AdapterTable* table, PyObject* obj) {
+  if (!table->lazy_views) return true;
+  const char* what = nullptr;
+  const int rc = table->lazy_views->is_lazy(obj, &what);
+  return rc == 0 || RefuseLazyView(rc, what);
+}
+// _core.torch_lazy_view_probe(torch, libraries) -> (capsule, direct): see torch_lazy_views.cc.
+PyObject* TorchLazyViewProbePy(PyObject*, PyObject* args);
 
 // A managed tensor describing `src` (own copies of shape and strides) that does not own
 // the data; nullptr when out of memory.

@@ -145,11 +145,11 @@ PyObject* MakeAdapterTablePy(PyObject*, PyObject* args) {
   PyObject *capsule, *name;
   PyObject* read_only;
   int python = 0, negative_strides = 1;
-  PyObject* complex_check = Py_None;
-  if (!PyArg_ParseTuple(args, "OUO|pOp", &capsule, &name, &read_only, &python, &complex_check, &negative_strides)) {
+  PyObject* lazy_views = Py_None;
+  if (!PyArg_ParseTuple(args, "OUO|pOp", &capsule, &name, &read_only, &python, &lazy_views, &negative_strides)) {
     return nullptr;
   }
-  return MakeAdapterTable(capsule, name, read_only, python != 0, complex_check, negative_strides != 0);
+  return MakeAdapterTable(capsule, name, read_only, python != 0, lazy_views, negative_strides != 0);
 }
 
 PyObject* NumpyExchangeAPIPy(PyObject*, PyObject*) {
@@ -228,6 +228,12 @@ PyObject* FromDLPackPy(PyObject*, PyObject* obj) {
                         "DLPack capsule, got %s",
                         Py_TYPE(obj)->tp_name);
   }
+  if (!HoldsItsValues(table, obj)) {
+    PyObject* label = PyUnicode_FromString("from_dlpack() argument 'obj'");
+    PrefixError(label);
+    Py_XDECREF(label);
+    return nullptr;
+  }
   PythonTableScope scope(table);
   DLManagedTensorVersioned* managed = nullptr;
   if (table->api->managed_tensor_from_py_object_no_sync(obj, &managed) != 0) return nullptr;
@@ -237,14 +243,6 @@ PyObject* FromDLPackPy(PyObject*, PyObject* obj) {
   }
   if (managed->dl_tensor.ndim > 0 && !managed->dl_tensor.strides && !(managed = WithExplicitStrides(managed))) {
     return nullptr;
-  }
-  if (table->complex_check && managed->dl_tensor.dtype.code == kDLComplex) {
-    PyObject* ok = PyObject_CallOneArg(table->complex_check, obj);
-    if (!ok) {
-      if (managed->deleter) managed->deleter(managed);
-      return nullptr;
-    }
-    Py_DECREF(ok);
   }
   if (table->read_only == ReadOnlyPolicy::kAlways) managed->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
   return TensorFromManaged(managed);
@@ -336,9 +334,11 @@ PyMethodDef kMethods[] = {
     {"make_python_table", GuardedMethod<MakePythonTablePy>(), METH_VARARGS,
      "make_python_table(to_dlpack, from_dlpack, current_stream, allocate, importer=None) -> exchange API capsule"},
     {"make_adapter_table", GuardedMethod<MakeAdapterTablePy>(), METH_VARARGS,
-     "make_adapter_table(capsule, name, read_only: bool | probe capsule, python=False, complex_check=None, negative_strides=True) -> adapter table capsule"},
+     "make_adapter_table(capsule, name, read_only: bool | probe capsule, python=False, lazy_views=None, negative_strides=True) -> adapter table capsule"},
     {"numpy_exchange_api", GuardedMethod<NumpyExchangeAPIPy>(), METH_NOARGS, "the core's numpy exchange API capsule"},
     {"numpy_read_only_probe", GuardedMethod<NumpyReadOnlyProbePy>(), METH_NOARGS, "the numpy WRITEABLE-flag read-only probe capsule"},
+    {"torch_lazy_view_probe", GuardedMethod<TorchLazyViewProbePy>(), METH_VARARGS,
+     "torch_lazy_view_probe(torch, libraries) -> (lazy view probe capsule for torch.Tensor, reads directly: bool)"},
     {"jax_importer", GuardedMethod<JaxImporterPy>(), METH_NOARGS, "the C importer capsule for jax arrays"},
     {"get_stream", GuardedMethod<GetStreamPy>(), METH_VARARGS, "get_stream(device_type, device_id) -> int | None"},
     {"pack_overrides", GuardedMethod<PackOverridesPy>(), METH_VARARGS, "pack_overrides(streams, output) -> bytes a call applies"},

@@ -67,6 +67,7 @@ union ScalarValue {
 // The value of a 0-d CPU tensor whose dtype suits `kind` (docs/calling.md, "Numbers").
 bool ReadZeroDim(AdapterTable* table, FunctionObject* f, int i, PyObject* obj, const Param* param, ScalarKind kind,
                  ScalarValue* out) {
+  if (!HoldsItsValues(table, obj)) return AnnotateError(f, i, param), false;
   const DLPackExchangeAPI* api = table->api;
   PythonTableScope scope(table);
   DLTensor local;
@@ -284,6 +285,7 @@ bool ConvertInts(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, cons
     array->size = n;
     array->data = data;
   } else if (AdapterTable* table = LookupAdapter(Py_TYPE(obj))) {
+    if (!HoldsItsValues(table, obj)) return AnnotateError(f, i, param), false;
     const DLPackExchangeAPI* api = table->api;
     PythonTableScope scope(table);
     DLTensor local;

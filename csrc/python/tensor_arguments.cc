@@ -19,6 +19,7 @@ namespace {
 [[gnu::always_inline]] inline bool ConvertTensorInline(AdapterTable* table, bool owning, FunctionObject* f,
                                                        CallFrame& frame, int i, PyObject* obj, const Param* param) {
   TPAny& out = frame.packed[i];
+  if (!HoldsItsValues(table, obj)) return AnnotateError(f, i, param), false;
   const DLPackExchangeAPI* api = table->api;
   PythonTableScope scope(table);
   DLTensor* view;
@@ -48,11 +49,6 @@ namespace {
   }
   if (!CheckTensorLayout(*view, "tensor", PyExc_BufferError)) {
     return AnnotateError(f, i, param), false;  // the frame releases the export
-  }
-  if (table->complex_check && view->dtype.code == kDLComplex) {
-    PyObject* ok = PyObject_CallOneArg(table->complex_check, obj);
-    if (!ok) return AnnotateError(f, i, param), false;  // the frame releases the export
-    Py_DECREF(ok);
   }
   // Primary: the first tensor on a non-CPU device, else the first tensor.
   if (frame.primary < 0 || (frame.primary_device.device_type == kDLCPU && view->device.device_type != kDLCPU)) {
@@ -173,6 +169,7 @@ bool ConvertViews(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, con
       if (PyErr_Occurred()) return AnnotateError(f, i, param, item), false;
       return ArgError(f, i, param, "a tensor", e, item), false;
     }
+    if (!HoldsItsValues(table, e)) return AnnotateError(f, i, param, item), false;
     const DLPackExchangeAPI* api = table->api;
     PythonTableScope scope(table);
     DLTensor* view = &views[k];
@@ -190,11 +187,6 @@ bool ConvertViews(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, con
       view = &managed->dl_tensor;
     }
     if (!CheckTensorLayout(*view, "tensor", PyExc_BufferError)) return AnnotateError(f, i, param, item), false;
-    if (view->dtype.code == kDLComplex && table->complex_check) {  // as for single tensors
-      PyObject* ok = PyObject_CallOneArg(table->complex_check, e);
-      if (!ok) return AnnotateError(f, i, param, item), false;
-      Py_DECREF(ok);
-    }
     items[k].type_index = kTPDLTensorPtr;
     items[k].flags = read_only ? TP_ANY_FLAG_READ_ONLY : 0;
     items[k].v_dltensor = view;

@@ -172,6 +172,12 @@ int PythonToValue(PyObject* obj, TPAny* out) {
     out->v_func = reinterpret_cast<FunctionObject*>(obj)->handle;
     TPFunctionRetain(out->v_func);
   } else if (AdapterTable* table = LookupAdapter(Py_TYPE(obj))) {
+    if (!HoldsItsValues(table, obj)) {
+      PyObject* label = PyUnicode_FromString("a Python callback returned a tensor its kernel cannot read");
+      PrefixError(label);
+      Py_XDECREF(label);
+      return -1;
+    }
     PythonTableScope scope(table);
     DLManagedTensorVersioned* managed = nullptr;
     if (table->api->managed_tensor_from_py_object_no_sync(obj, &managed) != 0) return -1;

@@ -3,19 +3,22 @@ through Python callables for older torch.
 
 - Tensors that require grad are passed as their data (like ``tensor.detach()``): kernels
   called through tensorplug are not differentiable, and results never require grad.
-- Conjugate views (``x.conj()`` of a complex tensor) are refused with a ValueError (DLPack
-  has no conjugate bit); call ``.resolve_conj()`` first. Known limit: the negative bit of
-  ``x.conj().imag`` (a real view) is not detected on the C-table path (checking every real
-  tensor would cost a Python call per argument); call ``.resolve_neg()`` on such views.
+- Tensors whose memory does not hold their values are refused with a ValueError, read or
+  written (DLPack has no bit for them): conjugate views (``x.conj()`` of a complex tensor;
+  call ``.resolve_conj()`` first) and tensors with the negative bit (``x.conj().imag``,
+  ``torch._neg_view(x)``; call ``.resolve_neg()`` first). The core asks
+  ``tensorplug.exchange.torch_lazy_view_probe`` per tensor (about 20 instructions). Ops
+  (``tensorplug.op``) take them: torch's dispatcher resolves the bits before the kernel.
 - CUDA tensors on any device work: the current stream is taken for the tensor's device.
 - Ops (``tensorplug.op``) become ``torch.library`` custom ops: see ``torch_compile``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
-from tensorplug import AdapterInfo, ExchangeTable, hookimpl
+from tensorplug import AdapterInfo, ExchangeTable, exchange, hookimpl
 
 from . import torch_compile
 
@@ -30,7 +33,9 @@ def _torch_table(torch) -> ExchangeTable:
         # strides ("Storage size calculation overflowed"): the core refuses them instead.
         negative_strides = False
         if capsule is not None:
-            _table = ExchangeTable.from_capsule(capsule, "torch", complex_check=_refuse_conjugate,
+            lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
+            probe = exchange.torch_lazy_view_probe(torch, [os.path.join(lib_dir, "libtorch_cpu.so")])
+            _table = ExchangeTable.from_capsule(capsule, "torch", lazy_views=probe,
                                                 negative_strides=negative_strides)
         else:  # torch < 2.10
             _table = ExchangeTable.from_python(
@@ -44,15 +49,14 @@ def _torch_table(torch) -> ExchangeTable:
     return _table
 
 
-def _refuse_conjugate(tensor):
-    # DLPack has no conjugate bit: passing the data of x.conj() would silently drop it.
-    if tensor.is_conj():
-        raise ValueError("a conjugate view cannot be passed to a kernel (DLPack has no conjugate bit); "
-                         "call .resolve_conj() first")
-
-
 def _export(tensor):
-    _refuse_conjugate(tensor) if tensor.is_complex() else None
+    # torch < 2.10: the lazy view probe's refusals, in Python (this path calls __dlpack__).
+    if tensor.is_conj() or tensor.is_neg():
+        what = ("a torch conjugate view (x.is_conj()); call .resolve_conj() first" if tensor.is_conj() else
+                "a torch tensor with the negative bit set (x.is_neg(), e.g. x.conj().imag); "
+                "call .resolve_neg() first")
+        raise ValueError(f"expected a tensor whose memory holds its values (DLPack has no conjugate or "
+                         f"negative bit), got {what}")
     return tensor.detach()
 
 

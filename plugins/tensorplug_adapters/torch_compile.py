@@ -12,8 +12,7 @@ an overload ``<name>.functionalizable`` for it (:func:`_functionalize`), so that
 declared backward (``torch_autograd``).
 
 Registration happens when the op is declared if torch is imported, else right after torch
-is imported (a ``sys.meta_path`` finder that watches for the one name ``torch`` while ops
-wait, and removes itself), so that an op first met inside ``torch.compile`` is already a
+is imported (:mod:`.after_import`), so that an op first met inside ``torch.compile`` is already a
 torch op: dynamo traces ``Op.__call__``'s cache lookups but cannot run the adapter hooks.
 torch is never imported here.
 """
@@ -22,7 +21,6 @@ from __future__ import annotations
 
 import sys
 import threading
-from importlib.abc import MetaPathFinder
 
 from tensorplug import Device, TensorSpec, output_framework
 from tensorplug.shapes import dtype_name
@@ -30,6 +28,7 @@ from tensorplug.shapes import dtype_name
 from . import torch_autograd
 from . import torch_sharding
 from . import torch_native
+from .after_import import call_after_import
 
 _SCHEMA_TYPES = {"view": "Tensor", "tensor": "Tensor", "mview": "Tensor", "int": "SymInt", "float": "float",
                  "bool": "bool", "str": "str", "device": "Device", "dtype": "ScalarType", "views": "Tensor[]",
@@ -66,7 +65,7 @@ def declared(op) -> None:
     with _lock:
         if torch is None or not hasattr(torch, "library"):  # absent, or being imported
             _pending.append(op)
-            _install_watcher()
+            call_after_import("torch", _torch_imported)
             return
         _register_pending(torch)
         _register(torch, op)
@@ -93,6 +92,11 @@ def _claimed(torch) -> tuple:
 def _register_pending(torch) -> None:
     while _pending:
         _register(torch, _pending.pop(0))
+
+
+def _torch_imported(torch) -> None:
+    with _lock:
+        _register_pending(torch)
 
 
 def _register(torch, op) -> None:
@@ -326,65 +330,3 @@ def _torch_dtype(torch, name: str):
 def _torch_device(torch, device: Device):
     name = "cuda" if device.type in ("cuda", "rocm") else device.type
     return torch.device(name) if name == "cpu" else torch.device(name, device.index)
-
-
-class _TorchImportWatcher(MetaPathFinder):
-    """Registers the waiting ops right after ``import torch`` completes, then leaves
-    ``sys.meta_path``. It answers only for the name ``torch`` and finds nothing itself: it
-    wraps the loader that the other finders return."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "torch":
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _ThenRegister(spec.loader)
-                return spec
-        return None
-
-
-_watcher: _TorchImportWatcher | None = None
-
-
-def _install_watcher() -> None:
-    global _watcher
-    if _watcher is None:
-        _watcher = _TorchImportWatcher()
-        sys.meta_path.insert(0, _watcher)
-
-
-def _uninstall_watcher() -> None:
-    global _watcher
-    if _watcher is not None:
-        try:
-            sys.meta_path.remove(_watcher)
-        except ValueError:
-            pass
-        _watcher = None
-
-
-class _ThenRegister:
-    """A loader running ``loader`` and then registering the waiting ops."""
-
-    def __init__(self, loader):
-        self.loader = loader
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        self.loader.exec_module(module)
-        # The module is torch, fully imported. Restore the real loader for anything that reads it.
-        module.__loader__ = self.loader
-        if module.__spec__ is not None:
-            module.__spec__.loader = self.loader
-        _uninstall_watcher()
-        with _lock:
-            _register_pending(module)
-
-    def __getattr__(self, name):
-        return getattr(self.loader, name)

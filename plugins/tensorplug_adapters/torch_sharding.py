@@ -19,8 +19,7 @@ new tensor, and the kernel's write would then be lost. Its DTensor calls are ref
 (RuntimeError naming the op; docs/compilers.md).
 
 The strategy is registered when the op becomes a torch operator if ``torch.distributed.tensor``
-is imported then, else right after it is imported (a ``sys.meta_path`` finder that answers
-for that one name while strategies wait, and removes itself): importing DTensor costs about
+is imported then, else right after it is imported (:mod:`.after_import`): importing DTensor costs about
 2.3 s (measured with torch 2.13), which no op declaration should pay, and an op first called
 with a DTensor inside ``torch.compile`` must find its strategy and its DTensor resolution
 already there (dynamo cannot run the adapter hooks).
@@ -30,10 +29,11 @@ from __future__ import annotations
 
 import sys
 import threading
-from importlib.abc import MetaPathFinder
 
 from tensorplug import Device, TensorSpec
 from tensorplug.shapes import dtype_name
+
+from .after_import import call_after_import
 
 _DTENSOR = "torch.distributed.tensor"
 _lock = threading.RLock()
@@ -57,7 +57,7 @@ def ensure(torch, op, *overloads) -> None:
             return
         if dtensor_type() is None:
             _waiting.append((op, overloads))
-            _install_watcher()
+            call_after_import(_DTENSOR, _dtensor_imported)
             return
         from torch.distributed.tensor.experimental import register_sharding
 
@@ -67,71 +67,13 @@ def ensure(torch, op, *overloads) -> None:
         _registered.add(op.name)
 
 
-def _dtensor_imported() -> None:
+def _dtensor_imported(module) -> None:
     with _lock:
         waiting = list(_waiting)
         _waiting.clear()
         for op, overloads in waiting:
             ensure(None, op, *overloads)
             op.resolve(dtensor_type())  # a traced call finds DTensor's resolution cached
-
-
-class _DTensorImportWatcher(MetaPathFinder):
-    """Registers the waiting strategies right after ``torch.distributed.tensor`` is imported,
-    then leaves ``sys.meta_path``; it finds nothing itself, it wraps the loader the other
-    finders return."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != _DTENSOR:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _ThenRegister(spec.loader)
-                return spec
-        return None
-
-
-class _ThenRegister:
-    def __init__(self, loader):
-        self.loader = loader
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        self.loader.exec_module(module)
-        module.__loader__ = self.loader
-        if module.__spec__ is not None:
-            module.__spec__.loader = self.loader
-        _uninstall_watcher()
-        _dtensor_imported()
-
-    def __getattr__(self, name):
-        return getattr(self.loader, name)
-
-
-_watcher: _DTensorImportWatcher | None = None
-
-
-def _install_watcher() -> None:
-    global _watcher
-    if _watcher is None:
-        _watcher = _DTensorImportWatcher()
-        sys.meta_path.insert(0, _watcher)
-
-
-def _uninstall_watcher() -> None:
-    global _watcher
-    if _watcher is not None:
-        try:
-            sys.meta_path.remove(_watcher)
-        except ValueError:
-            pass
-        _watcher = None
 
 
 def _strategy(op):

@@ -122,9 +122,9 @@ MUTATIONS = [
     Mutation("results-never-converted", VALUES,
              "if (!output) return TensorFromManaged(managed);", "return TensorFromManaged(managed);",
              kit("TestOutput and numpy"), "results come back as tensorplug.Tensor, not the caller's type"),
-    Mutation("complex-check-skipped", TENSOR_ARGUMENTS,
-             "if (table->complex_check && view->dtype.code == kDLComplex) {", "if (false) {",
-             ("tests/test_bad_input.py", "-k", "conjugate"), "torch conjugate views pass silently"),
+    Mutation("lazy-view-check-skipped", TENSOR_ARGUMENTS,
+             "if (!HoldsItsValues(table, obj)) return AnnotateError(f, i, param), false;", "",
+             ("tests/test_torch_lazy_bits.py", "-k", "read_inputs"), "torch conjugate and negative views pass silently"),
     # ---- lifetime -------------------------------------------------------------------------
     Mutation("library-unloaded-under-its-tensors", "csrc/runtime/module.cc",
              "dlopen(absolute.c_str(), RTLD_NOW | visibility | RTLD_NODELETE)",
