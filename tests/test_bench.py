@@ -112,6 +112,9 @@ def test_bench_prints_and_writes_every_row(tmp_path):
     assert "import tensorplug imports no framework" in judged
     for target in result["targets"]:
         if target["target"] not in judged:
+            if target["detail"] == "n/a: nanobind not installed":  # nothing to compare with
+                assert target["target"].startswith("no_args: tensorplug / nanobind"), target
+                continue
             assert target["detail"].endswith("(not judged: --quick is a smoke run, not a measurement)"), target
 
 
