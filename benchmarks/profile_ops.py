@@ -47,9 +47,13 @@ def _torch_program(side: str, kernel: str, backend: str, n_ops: int):
         torch.library.register_fake("bench_native::axpy", lambda x, y, out, alpha: None)
         torch.library.register_fake("bench_native::scale", lambda x, alpha: torch.empty_like(x))
         axpy, scale = torch.ops.bench_native.axpy.default, torch.ops.bench_native.scale.default
+    op = axpy if kernel == "axpy" else scale
+    if side == "tensorplug" and backend == bc.EAGER_TORCH_OPS:
+        op.resolve(torch.Tensor)  # registers the torch operator
+        op = getattr(torch.ops.bench_tp, kernel).default
     x, y = torch.rand(bc.N), torch.rand(bc.N)
-    fn = bc.make_program(torch, kernel, n_ops, axpy if kernel == "axpy" else scale, side)
-    if backend != "none":
+    fn = bc.make_program(torch, kernel, n_ops, op, side)
+    if backend not in ("none", bc.EAGER_TORCH_OPS):
         fn = torch.compile(fn, backend=backend, fullgraph=True)
     return (lambda: fn(x, y)), n_ops
 
@@ -127,7 +131,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("framework", choices=["torch", "jax"])
     parser.add_argument("--kernel", default="axpy", help="torch: axpy or scale; jax: axpy or add_one")
-    parser.add_argument("--backend", default="inductor", help="torch.compile backend, or none (eager)")
+    parser.add_argument("--backend", default="inductor", help="torch.compile backend, none (eager, through the tensorplug Op) or eager-ops (eager, "
+                        "through torch's operator on both sides)")
     parser.add_argument("--loop", type=int, default=1000, help="jax: op calls per jitted loop")
     parser.add_argument("--calls", type=int, default=200, help="measured calls of the compiled program")
     parser.add_argument("--ops", type=int, default=100, help="torch: op calls per program (bench_compile.make_program)")

@@ -6,6 +6,7 @@ Inductor compiles C++ with the system compiler (slow here): one inductor test co
 one function that calls every kind of op.
 """
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -174,7 +175,8 @@ def test_functionalize(ops):
     functional = torch.func.functionalize(f)
     torch.testing.assert_close(functional(x), f(x))
     code = torch.fx.experimental.proxy_tensor.make_fx(functional)(x).code
-    assert "tptest.scale.default" in code and "tptest.row_sum.default" in code
+    # (.nograd: the overload below a native Autograd kernel, tests/test_torch_native.py.)
+    assert re.search(r"tptest\.scale\.(default|nograd)\(", code) and re.search(r"tptest\.row_sum\.(default|nograd)\(", code)
     assert "add_" not in code and "aten.add.Tensor" in code
 
 

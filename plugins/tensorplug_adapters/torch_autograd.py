@@ -26,22 +26,28 @@ from tensorplug.gradients import no_backward_message
 from tensorplug.shapes import dtype_name
 
 
-def register(torch, op, lib, name: str) -> None:
+def register(torch, op, lib, name: str, below: str = "default") -> None:
     """Register the autograd kernel of ``op`` (already defined in ``lib``) as the Autograd
     kernel of its overload ``name``: the default (``op.opname``), or, where the default's
     Autograd kernel is native (``torch_native.register_autograd``), the overload that one
-    passes calls needing a gradient on to."""
+    passes calls needing Python on to. ``below`` names the overload whose kernels run
+    below autograd: the default, or the native kernel's ``nograd`` (so that graphs traced
+    through this kernel call that overload, which has no Autograd kernel of its own)."""
     if op.written:
-        lib.impl(name, _refuse_grad_of_written(torch, op), "Autograd", with_keyset=True)
+        lib.impl(name, _refuse_grad_of_written(torch, op, below), "Autograd", with_keyset=True)
         return
     if op.backward is None:
         setup_context, backward = _no_context, _no_backward(op)
     else:
         setup_context, backward = _formula(op)
-    lib.impl(name, _autograd_kernel(torch, op, setup_context, backward), "Autograd", with_keyset=True)
+    lib.impl(name, _autograd_kernel(torch, op, setup_context, backward, below), "Autograd", with_keyset=True)
 
 
-def _autograd_kernel(torch, op, setup_context, backward):
+def _below(torch, op, below: str):
+    return getattr(getattr(getattr(torch.ops, op.namespace), op.opname), below)
+
+
+def _autograd_kernel(torch, op, setup_context, backward, below: str):
     """The op's Autograd kernel: below autograd at once unless grad mode is on and a tensor
     argument requires grad, else through a ``torch.autograd.Function`` whose forward calls
     the op again (grad mode is off there: it goes below autograd). The kernel
@@ -65,7 +71,7 @@ def _autograd_kernel(torch, op, setup_context, backward):
     def autograd(keyset, *args):
         nonlocal overload
         if overload is None:
-            overload = getattr(getattr(torch.ops, op.namespace), op.opname).default
+            overload = _below(torch, op, below)
         if is_grad_enabled() and any_requires_grad(*args):
             return formula.apply(*args)
         return overload.redispatch(keyset & below_autograd, *args)
@@ -126,7 +132,7 @@ def _no_backward(op):
     return backward
 
 
-def _refuse_grad_of_written(torch, op):
+def _refuse_grad_of_written(torch, op, below: str):
     tensors = [i for i, p in enumerate(op.params) if p.is_tensor]
     message = f"{no_backward_message(op)}; or call it under torch.no_grad(), on tensors that do not require grad"
     from torch._C import _after_autograd_keyset as below_autograd
@@ -138,7 +144,7 @@ def _refuse_grad_of_written(torch, op):
         if torch.is_grad_enabled() and any(args[i] is not None and args[i].requires_grad for i in tensors):
             raise RuntimeError(message)
         if overload is None:
-            overload = getattr(getattr(torch.ops, op.namespace), op.opname).default
+            overload = _below(torch, op, below)
         return overload.redispatch(keyset & below_autograd, *args)
 
     autograd.__name__ = f"{op.opname}_autograd"

@@ -135,7 +135,10 @@ def _register(torch, op) -> None:
             lib.impl(name, functionalize, "Functionalize")
     _overloads[op.name] = packet.default
     # The gradient from the op's declared backward.
-    torch_autograd.register(torch, op, lib, f"{op.opname}.{GRAD}" if native_autograd else op.opname)
+    if native_autograd:
+        torch_autograd.register(torch, op, lib, f"{op.opname}.{GRAD}", below=NO_GRAD)
+    else:
+        torch_autograd.register(torch, op, lib, op.opname)
     if native_autograd:
         torch_native.register_autograd(slot, op)
     # DTensor sees the overload that runs below autograd.
