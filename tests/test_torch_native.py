@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 import op_kernels  # noqa: E402  (tests/op_kernels.py)
 
 import tensorplug  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from tensorplug_adapters import torch_native  # noqa: E402
 
 TESTS = Path(__file__).parent
@@ -135,6 +136,45 @@ def test_the_kernel_needs_neither_python_nor_the_gil(ops, tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[-2] == "0 [0.0, 2.5, 5.0, 7.5]", done.stdout + done.stderr
+
+
+def test_the_autograd_kernel_sends_each_call_where_it_belongs(ops):
+    # The op's native Autograd kernel passes a call on to .nograd (no Python) or .grad (the
+    # Python kernel); both give the op's values, and the Python kernel redispatches to .nograd.
+    x = torch.arange(4, dtype=torch.float32)
+    assert ops.scale(x, 2.0, None).tolist() == [0.0, 2.0, 4.0, 6.0]  # plain: .nograd
+    empty = torch.empty(0)  # no data pointer: .grad, which redispatches below autograd
+    assert ops.scale(empty, 2.0, None).shape == (0,)
+    with torch.inference_mode():  # no Autograd key at all: the op's own kernel
+        assert ops.scale(x, 3.0, None).tolist() == [0.0, 3.0, 6.0, 9.0]
+    seen = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Record():  # a dispatch mode: .grad, and the mode sees .nograd below autograd
+        assert ops.scale(x, 2.0, None).tolist() == [0.0, 2.0, 4.0, 6.0]
+    assert seen == ["tptest.scale.nograd"]
+
+
+def test_an_exception_below_the_autograd_kernel_keeps_its_text(ops):
+    # torch_call_dispatcher keeps only an exception's text: the caller gets RuntimeError,
+    # the text led by the Python type, without the traceback pybind11 appends.
+    class Refuse(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.namespace == "tptest":
+                raise ValueError(f"{func} refused by the mode")
+            return func(*args, **(kwargs or {}))
+
+    with Refuse(), pytest.raises(RuntimeError) as info:
+        ops.scale(torch.ones(3), 2.0, None)
+    assert str(info.value) == "ValueError: tptest.scale.nograd refused by the mode"
+    # A kernel's own error passes the same way, kind and message intact.
+    with pytest.raises(RuntimeError) as info:
+        ops.axpy(torch.ones(3), torch.ones(2), torch.ones(3), 1.0)
+    assert str(info.value).startswith("tptest::axpy(): ValueError: ")
 
 
 def test_results_are_checked_against_the_output_rule_naming_the_op(ops):

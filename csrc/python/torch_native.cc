@@ -87,7 +87,7 @@ struct ShimTable {
                          AtenTensorHandle*, int32_t, const uint8_t*, int64_t, void (*)(void*, void*),
                          void*);                                     // 2.11: results not from the allocator
   ShimError (*current_cuda_stream)(int32_t, void**);                // CUDA builds
-  // The native Autograd kernel's (AutogradHandlerAt); without any of them, none.
+  // The native Autograd kernel's (RunAutograd); without any of them, none.
   ShimError (*call_dispatcher)(const char*, const char*, StableIValue*, uint64_t);  // 2.10
   bool (*grad_mode_is_enabled)();
   const char* (*exception_what)();  // 2.13; the message of the exception a shim call caught
@@ -832,13 +832,6 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
   for (size_t k = 0; k < declared; ++k) stack[k] = static_cast<StableIValue>(reinterpret_cast<uintptr_t>(out.data[k]));
 }
 
-template <int32_t kSlot>
-void HandlerAt(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
-  const TorchPlan* plan = g_plan_slots[kSlot].load(std::memory_order_acquire);
-  if (plan == nullptr) throw std::runtime_error("tensorplug torch kernel " + std::to_string(kSlot) + " has no plan");
-  RunPlan(*plan, stack, num_args, num_outputs);
-}
-
 // -------------------------------------------------- the Autograd kernel ----
 // torch's stable ABI cannot redispatch below autograd (a boxed kernel gets no key set), so
 // the op's Autograd kernel passes its stack on to one of two overloads of the same schema
@@ -907,7 +900,7 @@ std::string CaughtMessage(const TorchPlan& plan, const char* overload) {
   return text;
 }
 
-void RunAutograd(const TorchPlan& plan, StableIValue* stack, uint64_t num_args) {
+void RunAutograd(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint64_t) {
   bool grad = false;
   const bool no_grad_path = num_args == plan.params.size() && !g_shim.any_dispatch_mode(false) &&
                             PlainArguments(plan, stack, &grad) && !(grad && g_shim.grad_mode_is_enabled());
@@ -918,21 +911,21 @@ void RunAutograd(const TorchPlan& plan, StableIValue* stack, uint64_t num_args) 
   }
 }
 
-template <int32_t kSlot>
-void AutogradHandlerAt(StableIValue* stack, uint64_t num_args, uint64_t) {
-  RunAutograd(*g_plan_slots[kSlot].load(std::memory_order_acquire), stack, num_args);
+// The boxed kernel of slot kSlot: `kRun` (RunPlan, or RunAutograd) on the slot's plan.
+using PlanRunner = void (*)(const TorchPlan&, StableIValue*, uint64_t, uint64_t);
+template <PlanRunner kRun, int32_t kSlot>
+void HandlerAt(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+  const TorchPlan* plan = g_plan_slots[kSlot].load(std::memory_order_acquire);
+  if (plan == nullptr) throw std::runtime_error("tensorplug torch kernel " + std::to_string(kSlot) + " has no plan");
+  kRun(*plan, stack, num_args, num_outputs);
 }
 
-template <size_t... kSlots>
+template <PlanRunner kRun, size_t... kSlots>
 constexpr std::array<BoxedKernel, sizeof...(kSlots)> MakeHandlers(std::index_sequence<kSlots...>) {
-  return {&HandlerAt<static_cast<int32_t>(kSlots)>...};
+  return {&HandlerAt<kRun, static_cast<int32_t>(kSlots)>...};
 }
-template <size_t... kSlots>
-constexpr std::array<BoxedKernel, sizeof...(kSlots)> MakeAutogradHandlers(std::index_sequence<kSlots...>) {
-  return {&AutogradHandlerAt<static_cast<int32_t>(kSlots)>...};
-}
-constexpr auto kHandlers = MakeHandlers(std::make_index_sequence<kMaxPlans>{});
-constexpr auto kAutogradHandlers = MakeAutogradHandlers(std::make_index_sequence<kMaxPlans>{});
+constexpr auto kHandlers = MakeHandlers<RunPlan>(std::make_index_sequence<kMaxPlans>{});
+constexpr auto kAutogradHandlers = MakeHandlers<RunAutograd>(std::make_index_sequence<kMaxPlans>{});
 
 // ------------------------------------------------------------ Python ----
 template <class F>
@@ -1142,7 +1135,7 @@ bool HasAutograd() {
 
 // torch_native_register(slot, namespace, dispatch_key, name): the slot's kernel as the
 // `dispatch_key` kernel of operator `namespace::name` (an overload: "name.overload"); for
-// key "Autograd", the slot's Autograd kernel (AutogradHandlerAt).
+// key "Autograd", the slot's Autograd kernel (RunAutograd).
 PyObject* RegisterPy(PyObject*, PyObject* args) {
   int slot;
   const char *ns, *key, *name;
