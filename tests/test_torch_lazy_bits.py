@@ -169,6 +169,13 @@ def test_lists_and_scalars_with_lazy_bits_are_refused(mod):
     assert mod.times(plain, alpha.resolve_neg()) == -4.0
 
 
+def test_a_callback_returning_a_lazy_view_is_refused(kernels):
+    # examples/kernels: apply(f, x) calls f(x) and reads its result
+    with pytest.raises(ValueError, match="^" + re.escape(
+            f"apply() argument 1 'f': a Python callback returned a tensor its kernel cannot read: {REFUSED}{NEG}") + "$"):
+        kernels.apply(lambda x: negated_imag(), 3)
+
+
 def test_from_dlpack_refuses_lazy_bits():
     with pytest.raises(ValueError, match="^" + re.escape(f"from_dlpack() argument 'obj': {REFUSED}{NEG}") + "$"):
         tensorplug.from_dlpack(negated_imag())
