@@ -114,7 +114,7 @@ def _register(torch, op) -> None:
     # A native kernel gets a native Autograd kernel too (torch_native.register_autograd),
     # which passes each call on to one of two more overloads: NO_GRAD, the op below
     # autograd (its kernels, fake and Functionalize kernel as the default's), and GRAD,
-    # whose Autograd kernel is the Python formula.
+    # whose Autograd kernel is the Python one (torch_autograd), which redispatches to NO_GRAD.
     native_autograd = slot is not None and torch_native.has_autograd(torch)
     names = [op.opname]
     if native_autograd:
@@ -137,10 +137,9 @@ def _register(torch, op) -> None:
     # The gradient from the op's declared backward.
     if native_autograd:
         torch_autograd.register(torch, op, lib, f"{op.opname}.{GRAD}", below=NO_GRAD)
+        torch_native.register_autograd(slot, op)
     else:
         torch_autograd.register(torch, op, lib, op.opname)
-    if native_autograd:
-        torch_native.register_autograd(slot, op)
     # DTensor sees the overload that runs below autograd.
     _sharded[op.name] = (packet.default, *([getattr(packet, NO_GRAD)] if native_autograd else []))
     torch_sharding.ensure(torch, op, *_sharded[op.name])
