@@ -138,9 +138,18 @@ def test_the_kernel_needs_neither_python_nor_the_gil(ops, tmp_path):
     assert done.stdout.split("\n")[-2] == "0 [0.0, 2.5, 5.0, 7.5]", done.stdout + done.stderr
 
 
-def test_the_autograd_kernel_sends_each_call_where_it_belongs(ops):
+@pytest.fixture(scope="module")
+def routed(ops):
+    # Ops of their own: tests/test_op_torch.py replaces tptest::scale's Autograd kernel.
+    return SimpleNamespace(scale=tensorplug.op("tpnative::scale_routed", ops.module.scale,
+                                               returns=tensorplug.like("x")),
+                           axpy=tensorplug.op("tpnative::axpy_routed", ops.module.axpy))
+
+
+def test_the_autograd_kernel_sends_each_call_where_it_belongs(routed):
     # The op's native Autograd kernel passes a call on to .nograd (no Python) or .grad (the
     # Python kernel); both give the op's values, and the Python kernel redispatches to .nograd.
+    ops = routed
     x = torch.arange(4, dtype=torch.float32)
     assert ops.scale(x, 2.0, None).tolist() == [0.0, 2.0, 4.0, 6.0]  # plain: .nograd
     empty = torch.empty(0)  # no data pointer: .grad, which redispatches below autograd
@@ -156,25 +165,25 @@ def test_the_autograd_kernel_sends_each_call_where_it_belongs(ops):
 
     with Record():  # a dispatch mode: .grad, and the mode sees .nograd below autograd
         assert ops.scale(x, 2.0, None).tolist() == [0.0, 2.0, 4.0, 6.0]
-    assert seen == ["tptest.scale.nograd"]
+    assert seen == ["tpnative.scale_routed.nograd"]
 
 
-def test_an_exception_below_the_autograd_kernel_keeps_its_text(ops):
+def test_an_exception_below_the_autograd_kernel_keeps_its_text(routed):
     # torch_call_dispatcher keeps only an exception's text: the caller gets RuntimeError,
     # the text led by the Python type, without the traceback pybind11 appends.
     class Refuse(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func.namespace == "tptest":
+            if func.namespace == "tpnative":
                 raise ValueError(f"{func} refused by the mode")
             return func(*args, **(kwargs or {}))
 
     with Refuse(), pytest.raises(RuntimeError) as info:
-        ops.scale(torch.ones(3), 2.0, None)
-    assert str(info.value) == "ValueError: tptest.scale.nograd refused by the mode"
+        routed.scale(torch.ones(3), 2.0, None)
+    assert str(info.value) == "ValueError: tpnative.scale_routed.nograd refused by the mode"
     # A kernel's own error passes the same way, kind and message intact.
     with pytest.raises(RuntimeError) as info:
-        ops.axpy(torch.ones(3), torch.ones(2), torch.ones(3), 1.0)
-    assert str(info.value).startswith("tptest::axpy(): ValueError: ")
+        routed.axpy(torch.ones(3), torch.ones(2), torch.ones(3), 1.0)
+    assert str(info.value).startswith("tpnative::axpy_routed(): ValueError: ")
 
 
 def test_results_are_checked_against_the_output_rule_naming_the_op(ops):
