@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import _core
 
 __all__ = ["jax_importer", "numpy_exchange_api", "numpy_read_only_probe", "torch_lazy_view_probe", "torch_native_define",
-           "torch_native_has_autograd",
+           "torch_native_direct", "torch_native_direct_off", "torch_native_has_autograd", "torch_native_thread_keys",
            "torch_native_load", "torch_native_register", "xla_ffi_define", "xla_ffi_handler"]
 
 
@@ -101,3 +101,26 @@ def torch_native_has_autograd() -> bool:
     ``c10::TensorImpl::requires_grad`` and ``TorchDispatchModeTLS::any_modes_set``);
     False before :func:`torch_native_load`."""
     return _core.torch_native_has_autograd()
+
+
+def torch_native_thread_keys() -> int | None:
+    """The calling thread's dispatch keys included by torch, as libc10 stores them (the raw
+    ``included_`` word of ``c10::impl::raw_local_dispatch_key_set``, XOR-ed with torch's
+    default set); None where libc10 does not export it or before :func:`torch_native_load`."""
+    return _core.torch_native_thread_keys()
+
+
+def torch_native_direct(tensor_type, probes, plain_keys: int, included_xor: int, included_refused: int) -> bool:
+    """Let the native Autograd kernel run an op's kernel itself when a call needs no
+    gradient and nothing lies below autograd (csrc/python/torch_native.cc, "the Autograd
+    kernel"): ``probes``, ``(tensor, raw key set)`` pairs of ``tensor_type`` with distinct
+    key sets, locate each tensor's key set in memory; a call's tensors may have only the
+    keys in ``plain_keys``, and the thread's included keys (its raw word XOR
+    ``included_xor``) none of ``included_refused``. False, and every call keeps the hop
+    through the overload ``nograd``, when no single location fits every probe."""
+    return _core.torch_native_direct(tensor_type, list(probes), plain_keys, included_xor, included_refused)
+
+
+def torch_native_direct_off() -> None:
+    """Turn :func:`torch_native_direct`'s direct call off again (every call takes the hop)."""
+    _core.torch_native_direct_off()

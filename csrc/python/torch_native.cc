@@ -23,6 +23,7 @@
 // Over 500 lines: the shim table, the plan with its compiled output rule and the per-call
 // conversion share the encodings of the stack and are read together.
 #include <dlfcn.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <array>
@@ -844,22 +845,66 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
 // which have none). Deciding needs no Python and no GIL. Everything else goes to `grad`,
 // where Python sees Python's exceptions: an exception that crosses this kernel becomes a
 // RuntimeError with its message (torch_call_dispatcher keeps only the text).
+//
+// The hop to `nograd` is a second trip through torch's dispatcher (torch_call_dispatcher
+// looks the schema up by name and converts the stack to IValues and back: about 2,200
+// instructions). It buys something only when a dispatch key lies between the Autograd key
+// and the backend kernel for this call: a Python tensor subclass, a lazy conjugate,
+// negative or zero bit, a functionalization or functorch wrapper, another backend (meta,
+// sparse, ...), or such a key included in the thread's dispatch state. When none does, the
+// dispatcher would run the op's own CPU or CUDA kernel, RunPlan, which this kernel then
+// calls itself (DirectBelow). Deciding that needs each tensor's dispatch key set and the
+// thread's included keys, which the shim does not expose; both are read from memory:
+// c10::TensorImpl::key_set_ at an offset found on probe tensors whose key sets torch
+// reports (torch_native_direct), and the first word (`included_`, stored XOR-ed with
+// torch's default included set) of libc10's exported thread-local
+// c10::impl::raw_local_dispatch_key_set. Neither layout is a promise of torch: both are
+// checked against torch's own report when the direct call is enabled (torch_native.py),
+// and without a match every call keeps the hop.
 constexpr const char* kNoGradOverload = "nograd";
 constexpr const char* kGradOverload = "grad";
+constexpr const char* kThreadKeysSymbol = "_ZN3c104impl26raw_local_dispatch_key_setE";
 
-// Whether tensor `handle` (0: None) is a plain tensor that needs no gradient; *grad set
-// when it requires grad.
-bool PlainTensor(StableIValue handle, bool* grad) {
+struct DirectBelow {
+  size_t key_set_offset = 0;      // of c10::TensorImpl::key_set_
+  uint64_t plain_keys = 0;        // every key a plain dense CPU or CUDA tensor has (raw DispatchKeySet)
+  uint64_t included_xor = 0;      // the thread's included keys = raw included_ ^ this
+  uint64_t included_refused = 0;  // keys below autograd (not the backend's) the thread must not include
+  void* thread_keys_library = nullptr;  // the library exporting kThreadKeysSymbol
+};
+DirectBelow g_direct;
+std::atomic<bool> g_direct_on{false};  // g_direct is set, and the direct call taken
+
+// The calling thread's raw included keys (its own copy of libc10's thread-local; dlsym
+// returns the calling thread's address of a TLS symbol).
+const uint64_t* ThreadIncludedKeys() {
+  thread_local const uint64_t* keys = nullptr;
+  if (keys == nullptr) keys = static_cast<const uint64_t*>(dlsym(g_direct.thread_keys_library, kThreadKeysSymbol));
+  return keys;
+}
+
+// What the Autograd kernel learns of a call's tensor arguments.
+struct ArgumentKeys {
+  bool grad = false;  // one requires grad
+  uint64_t keys = 0;  // the union of their dispatch key sets (read when the direct call is on)
+};
+
+// Whether tensor `handle` (0: None) is a plain tensor (memory of its own); notes its keys.
+bool PlainTensor(StableIValue handle, bool read_keys, ArgumentKeys* seen) {
   if (handle == 0) return true;
   auto h = reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(handle));
   const void* impl = *reinterpret_cast<void* const*>(h);
-  if (impl != nullptr && g_shim.impl_requires_grad(impl)) *grad = true;
+  if (impl != nullptr) {
+    if (g_shim.impl_requires_grad(impl)) seen->grad = true;
+    if (read_keys) seen->keys |= *reinterpret_cast<const uint64_t*>(static_cast<const char*>(impl) +
+                                                                    g_direct.key_set_offset);
+  }
   void* data = nullptr;
   return g_shim.get_data_ptr(h, &data) == 0 && data != nullptr;
 }
 
 // Whether every tensor argument on `stack` is plain (read, never taken: the stack passes on).
-bool PlainArguments(const TorchPlan& plan, const StableIValue* stack, bool* grad) {
+bool PlainArguments(const TorchPlan& plan, const StableIValue* stack, bool read_keys, ArgumentKeys* seen) {
   for (size_t i = 0; i < plan.params.size(); ++i) {
     const ParamPlan& p = plan.params[i];
     if (p.kind != Kind::kView && p.kind != Kind::kTensor && p.kind != Kind::kViews) continue;
@@ -869,7 +914,7 @@ bool PlainArguments(const TorchPlan& plan, const StableIValue* stack, bool* grad
       v = *reinterpret_cast<const StableIValue*>(static_cast<uintptr_t>(v));
     }
     if (p.kind != Kind::kViews) {
-      if (!PlainTensor(v, grad)) return false;
+      if (!PlainTensor(v, read_keys, seen)) return false;
       continue;
     }
     auto list = reinterpret_cast<StableListHandle>(static_cast<uintptr_t>(v));
@@ -880,10 +925,18 @@ bool PlainArguments(const TorchPlan& plan, const StableIValue* stack, bool* grad
       // dispatcher this stack passes on to), which deletes them with the list.
       StableIValue item = 0;
       g_shim.list_get_item(list, j, &item);
-      if (!PlainTensor(item, grad)) return false;
+      if (!PlainTensor(item, read_keys, seen)) return false;
     }
   }
   return true;
+}
+
+// Whether nothing lies between the Autograd key and the backend kernel for tensors with
+// `keys` on this thread (the direct call is on).
+bool NothingBelowAutograd(uint64_t keys) {
+  if ((keys & ~g_direct.plain_keys) != 0) return false;
+  const uint64_t* included = ThreadIncludedKeys();
+  return included != nullptr && ((*included ^ g_direct.included_xor) & g_direct.included_refused) == 0;
 }
 
 // The text of the exception torch_call_dispatcher caught: a Python exception's as
@@ -900,10 +953,16 @@ std::string CaughtMessage(const TorchPlan& plan, const char* overload) {
   return text;
 }
 
-void RunAutograd(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint64_t) {
-  bool grad = false;
+void RunAutograd(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+  const bool direct = g_direct_on.load(std::memory_order_acquire);
+  ArgumentKeys seen;
   const bool no_grad_path = num_args == plan.params.size() && !g_shim.any_dispatch_mode(false) &&
-                            PlainArguments(plan, stack, &grad) && !(grad && g_shim.grad_mode_is_enabled());
+                            PlainArguments(plan, stack, direct, &seen) &&
+                            !(seen.grad && g_shim.grad_mode_is_enabled());
+  if (no_grad_path && direct && NothingBelowAutograd(seen.keys)) {
+    RunPlan(plan, stack, num_args, num_outputs);  // what the dispatcher would reach through `nograd`
+    return;
+  }
   const char* overload = no_grad_path ? kNoGradOverload : kGradOverload;
   // The call takes the stack's values and leaves the results on it, as this kernel must.
   if (g_shim.call_dispatcher(plan.op.c_str(), overload, stack, kTorch210) != 0) {
@@ -1006,6 +1065,12 @@ PyObject* LoadPy(PyObject*, PyObject* paths) {
   Resolve(libs.data(), libs.size(), "torch_exception_get_what_without_backtrace", &t.exception_what);
   Resolve(libs.data(), libs.size(), "_ZNK3c1010TensorImpl13requires_gradEv", &t.impl_requires_grad);
   Resolve(libs.data(), libs.size(), "_ZN3c104impl20TorchDispatchModeTLS13any_modes_setEb", &t.any_dispatch_mode);
+  for (void* lib : libs) {
+    if (dlsym(lib, kThreadKeysSymbol) != nullptr) {
+      g_direct.thread_keys_library = lib;
+      break;
+    }
+  }
   g_shim = t;
   g_dtypes = std::move(dtypes);
   g_shim_ready.store(true);
@@ -1174,6 +1239,92 @@ PyObject* RegisterPy(PyObject*, PyObject* args) {
 
 PyObject* HasAutogradPy(PyObject*, PyObject*) { return PyBool_FromLong(HasAutograd()); }
 
+// torch_native_thread_keys() -> int or None: the calling thread's raw `included_` word of
+// c10::impl::raw_local_dispatch_key_set (None where libc10 does not export it), for
+// torch_native.py to check its encoding against torch's own report.
+PyObject* ThreadKeysPy(PyObject*, PyObject*) {
+  if (!g_shim_ready.load() || g_direct.thread_keys_library == nullptr) Py_RETURN_NONE;
+  const uint64_t* keys = ThreadIncludedKeys();
+  if (keys == nullptr) Py_RETURN_NONE;
+  return PyLong_FromUnsignedLongLong(*keys);
+}
+
+// The offset of c10::TensorImpl::key_set_: the one 8-byte-aligned offset inside every
+// probe's TensorImpl allocation (malloc_usable_size bounds the reads) that holds its key
+// set; 0 when none or several do.
+size_t FindKeySetOffset(const std::vector<std::pair<const char*, uint64_t>>& probes) {
+  size_t limit = 1024;
+  for (const auto& probe : probes) limit = std::min(limit, malloc_usable_size(const_cast<char*>(probe.first)));
+  size_t found = 0, matches = 0;
+  for (size_t offset = sizeof(void*); offset + sizeof(uint64_t) <= limit; offset += sizeof(uint64_t)) {
+    bool all = true;
+    for (const auto& [impl, keys] : probes) {
+      uint64_t word;
+      std::memcpy(&word, impl + offset, sizeof word);
+      all = all && word == keys;
+    }
+    if (all) found = offset, ++matches;
+  }
+  return matches == 1 ? found : 0;
+}
+
+// torch_native_direct(tensor_type, probes, plain_keys, included_xor, included_refused) ->
+// bool: turn the Autograd kernel's direct call on (DirectBelow). `probes`: (tensor, raw key
+// set as torch reports it) pairs of tensors with distinct key sets, which find
+// TensorImpl::key_set_; the other three are DirectBelow's fields, which torch_native.py
+// computes and checks from torch's Python API. False (and the hop kept) when no offset
+// fits the probes or the thread keys are not exported.
+PyObject* DirectPy(PyObject*, PyObject* args) {
+  PyObject *tensor_type, *probes;
+  unsigned long long plain_keys, included_xor, included_refused;
+  if (!PyArg_ParseTuple(args, "O!OKKK:torch_native_direct", &PyType_Type, &tensor_type, &probes, &plain_keys,
+                        &included_xor, &included_refused)) {
+    return nullptr;
+  }
+  if (!HasAutograd() || g_direct.thread_keys_library == nullptr) Py_RETURN_FALSE;
+  PyObject* seq = PySequence_Fast(probes, "torch_native_direct(): probes must be a sequence of (tensor, keys)");
+  if (seq == nullptr) return nullptr;
+  std::vector<std::pair<const char*, uint64_t>> impls;  // the tensors stay alive in `probes`
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+    PyObject* tensor;
+    unsigned long long keys;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "OK", &tensor, &keys)) {
+      Py_DECREF(seq);
+      return nullptr;
+    }
+    if (!PyObject_TypeCheck(tensor, reinterpret_cast<PyTypeObject*>(tensor_type))) {
+      Py_DECREF(seq);
+      return PyErr_Format(PyExc_TypeError, "torch_native_direct(): probe %zd is a %s, not a tensor", i,
+                          Py_TYPE(tensor)->tp_name);
+    }
+    PyObject* cdata = PyObject_GetAttrString(tensor, "_cdata");  // the TensorImpl's address
+    void* impl = cdata != nullptr ? PyLong_AsVoidPtr(cdata) : nullptr;
+    Py_XDECREF(cdata);
+    if (impl == nullptr) {
+      Py_DECREF(seq);
+      if (PyErr_Occurred()) return nullptr;
+      Py_RETURN_FALSE;
+    }
+    impls.emplace_back(static_cast<const char*>(impl), keys);
+  }
+  const size_t offset = impls.size() >= 2 ? FindKeySetOffset(impls) : 0;
+  Py_DECREF(seq);
+  if (offset == 0) Py_RETURN_FALSE;
+  std::lock_guard<std::mutex> lock(g_define_mutex);
+  g_direct.key_set_offset = offset;
+  g_direct.plain_keys = plain_keys;
+  g_direct.included_xor = included_xor;
+  g_direct.included_refused = included_refused;
+  g_direct_on.store(true, std::memory_order_release);
+  Py_RETURN_TRUE;
+}
+
+// torch_native_direct_off(): every call hops to `nograd` again (tests compare the paths).
+PyObject* DirectOffPy(PyObject*, PyObject*) {
+  g_direct_on.store(false, std::memory_order_release);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef kTorchNativeMethods[] = {
     {"torch_native_load", GuardedMethod<LoadPy>(), METH_O,
      "torch_native_load(paths) -> None, or the missing shim symbols (str)"},
@@ -1183,6 +1334,13 @@ PyMethodDef kTorchNativeMethods[] = {
      "torch_native_register(slot, namespace, dispatch_key, name): register the slot's kernel with torch"},
     {"torch_native_has_autograd", GuardedMethod<HasAutogradPy>(), METH_NOARGS,
      "torch_native_has_autograd() -> bool: whether the loaded torch has what the native Autograd kernel needs"},
+    {"torch_native_thread_keys", GuardedMethod<ThreadKeysPy>(), METH_NOARGS,
+     "torch_native_thread_keys() -> int or None: the calling thread's raw included dispatch keys"},
+    {"torch_native_direct", GuardedMethod<DirectPy>(), METH_VARARGS,
+     "torch_native_direct(tensor_type, probes, plain_keys, included_xor, included_refused) -> bool: "
+     "the Autograd kernel's direct call below autograd, on"},
+    {"torch_native_direct_off", GuardedMethod<DirectOffPy>(), METH_NOARGS,
+     "torch_native_direct_off(): the Autograd kernel's direct call off"},
     {nullptr, nullptr, 0, nullptr},
 };
 

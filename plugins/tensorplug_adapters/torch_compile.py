@@ -137,7 +137,7 @@ def _register(torch, op) -> None:
     # The gradient from the op's declared backward.
     if native_autograd:
         torch_autograd.register(torch, op, lib, f"{op.opname}.{GRAD}", below=NO_GRAD)
-        torch_native.register_autograd(slot, op)
+        torch_native.register_autograd(torch, slot, op)
     else:
         torch_autograd.register(torch, op, lib, op.opname)
     # DTensor sees the overload that runs below autograd.

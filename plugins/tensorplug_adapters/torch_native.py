@@ -87,11 +87,84 @@ def has_autograd(torch) -> bool:
     return _load_shim(torch) is None and exchange.torch_native_has_autograd()
 
 
-def register_autograd(slot: int, op) -> None:
+def register_autograd(torch, slot: int, op) -> None:
     """The native Autograd kernel of ``op``'s default overload: each call passes on, with no
     Python, to the overload ``nograd`` when no gradient is needed, else to ``grad`` (whose
-    Autograd kernel is the Python formula); both must be defined (torch_compile.py)."""
+    Autograd kernel is the Python formula); both must be defined (torch_compile.py). A call
+    that needs no gradient and meets nothing else below autograd runs the op's kernel
+    directly, where :func:`direct_call` says it can."""
+    direct_call(torch)
     exchange.torch_native_register(slot, op.namespace, "Autograd", op.opname)
+
+
+_direct: bool | None = None
+
+
+def direct_call(torch) -> bool:
+    """Whether the native Autograd kernel runs an op's kernel itself when a call needs no
+    gradient and no dispatch key lies between autograd and the op's CPU or CUDA kernel
+    (a plain tensor, nothing of the kind included in the thread's dispatch state), instead
+    of a second trip through torch's dispatcher to the overload ``nograd``. It reads each
+    tensor's key set and the thread's included keys from torch's memory, so it is on only
+    where both layouts check out against what torch reports (``torch._C._dispatch_keys``,
+    ``torch._C._dispatch_tls_local_include_set``). Decided once per process."""
+    global _direct
+    if _direct is None:
+        try:
+            _direct = _enable_direct(torch)
+        except (AttributeError, RuntimeError, TypeError) as e:  # a torch without one of the APIs used
+            _log.info("tensorplug: the native Autograd kernel keeps its hop below autograd: %s", e)
+            _direct = False
+    return _direct
+
+
+def _enable_direct(torch) -> bool:
+    C = torch._C
+    K, S = C.DispatchKey, C.DispatchKeySet
+
+    def raw(key) -> int:
+        return S(key).raw_repr()
+
+    # The thread's included keys: the raw word is torch's report XOR-ed with a fixed mask
+    # (torch's default included set), checked with one key more included.
+    word = exchange.torch_native_thread_keys()
+    if word is None:
+        return False
+    included_xor = word ^ C._dispatch_tls_local_include_set().raw_repr()
+    with C._IncludeDispatchKeyGuard(K.Python):
+        word_with_python = exchange.torch_native_thread_keys()
+        reported = C._dispatch_tls_local_include_set().raw_repr()
+    if word_with_python ^ included_xor != reported or not reported & raw(K.Python):
+        return False
+    # Functionality bits rank as the keys do: those from Dense up to autograd lie below it.
+    dense, autograd = raw(K.Dense), raw(K.AutogradFunctionality)
+    below = (autograd - 1) & ~(dense - 1)
+    included_refused = below & ~(dense | raw(K.BackendSelect) | raw(K.ADInplaceOrView))
+    for key in (K.Python, K.FuncTorchDynamicLayerBackMode, K.Functionalize, K.Conjugate, K.Negative,
+                K.ZeroTensor, K.Sparse, K.Quantized, K.NestedTensor):
+        if raw(key) & ~included_refused:
+            return False  # the ranking is not as assumed
+    plain = torch.zeros(1)
+    plain_keys = (C._dispatch_keys(plain).raw_repr() | raw(K.CUDA) | raw(K.AutogradCUDA) | raw(K.AutocastCUDA))
+    with torch.inference_mode():
+        inference = torch.zeros(1)
+    probes = [plain, inference, torch.zeros(1, dtype=torch.complex64).conj(), torch._neg_view(torch.zeros(1)),
+              torch.empty(1, device="meta"), torch.Tensor._make_subclass(_probe_subclass(torch), torch.zeros(1))]
+    pairs = [(t, C._dispatch_keys(t).raw_repr()) for t in probes]
+    if len({keys for _, keys in pairs}) != len(pairs):
+        return False
+    return exchange.torch_native_direct(torch.Tensor, pairs, plain_keys, included_xor, included_refused)
+
+
+def _probe_subclass(torch):
+    """A tensor subclass with ``__torch_dispatch__`` (its tensors carry the Python key)."""
+
+    class KeySetProbe(torch.Tensor):
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    return KeySetProbe
 
 
 def reason(op) -> str | None:
