@@ -8,6 +8,7 @@ import functools
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,6 +19,7 @@ torch = pytest.importorskip("torch")
 import op_kernels  # noqa: E402  (tests/op_kernels.py)
 
 import tensorplug  # noqa: E402
+from tensorplug import exchange  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from tensorplug_adapters import torch_native  # noqa: E402
 
@@ -184,6 +186,124 @@ def test_an_exception_below_the_autograd_kernel_keeps_its_text(routed):
     with pytest.raises(RuntimeError) as info:
         routed.axpy(torch.ones(3), torch.ones(2), torch.ones(3), 1.0)
     assert str(info.value).startswith("tpnative::axpy_routed(): ValueError: ")
+
+
+@pytest.fixture(scope="module")
+def observed(ops):
+    # An op of its own whose `nograd` overload records each call that reaches it: a Python
+    # kernel at ADInplaceOrView, the first key below autograd for a plain tensor, which
+    # passes the call on. A call the Autograd kernel runs directly never reaches it.
+    scale = tensorplug.op("tpdirect::scale", ops.module.scale, returns=tensorplug.like("x"))
+    nograd = torch.ops.tpdirect.scale.nograd
+    seen = []
+
+    def observer(keyset, *args):
+        seen.append(args[0])
+        return nograd.redispatch(keyset & torch._C._after_ADInplaceOrView_keyset, *args)
+
+    lib = torch.library.Library("tpdirect", "FRAGMENT")
+    lib.impl("scale.nograd", observer, "ADInplaceOrView", with_keyset=True)
+    return SimpleNamespace(scale=scale, seen=seen, lib=lib)
+
+
+@pytest.fixture
+def hop_only():
+    # Every call takes the dispatcher to `nograd`, as on a torch whose layouts do not check out.
+    exchange.torch_native_direct_off()
+    try:
+        yield
+    finally:
+        assert torch_native._enable_direct(torch)
+
+
+def _calls_below(observed, call):
+    observed.seen.clear()
+    result = call()
+    return result, len(observed.seen)
+
+
+def test_a_call_that_meets_nothing_below_autograd_runs_the_kernel_directly(observed):
+    assert torch_native.direct_call(torch)
+    x = torch.arange(4, dtype=torch.float32)
+    result, hops = _calls_below(observed, lambda: observed.scale(x, 2.0, None))
+    assert (result.tolist(), hops) == ([0.0, 2.0, 4.0, 6.0], 0)
+    # A tensor requiring grad under no_grad, a Parameter (a subclass without
+    # __torch_dispatch__), an inference tensor beside a plain one: all direct.
+    weight = torch.nn.Parameter(torch.ones(4))
+    with torch.no_grad():
+        result, hops = _calls_below(observed, lambda: observed.scale(weight, 3.0, x))
+    assert (result.tolist(), result.requires_grad, hops) == ([3.0, 4.0, 5.0, 6.0], False, 0)
+    with torch.inference_mode():
+        bias = torch.ones(4)
+    result, hops = _calls_below(observed, lambda: observed.scale(x, 1.0, bias))
+    assert (result.tolist(), hops) == ([1.0, 2.0, 3.0, 4.0], 0)
+
+
+def test_without_the_direct_call_each_call_hops_to_nograd(observed, hop_only):
+    x = torch.arange(4, dtype=torch.float32)
+    result, hops = _calls_below(observed, lambda: observed.scale(x, 2.0, None))
+    assert (result.tolist(), hops) == ([0.0, 2.0, 4.0, 6.0], 1)
+
+
+class _Tenfold(torch.Tensor):
+    """A subclass with memory of its own whose __torch_dispatch__ multiplies results by 10:
+    a call that skipped it would give the plain values."""
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python)):
+            return func(*args, **(kwargs or {})) * 10
+
+
+def test_a_key_below_autograd_sends_the_call_through_the_dispatcher(observed):
+    x = torch.arange(4, dtype=torch.float32)
+    tenfold = torch.Tensor._make_subclass(_Tenfold, x)
+    assert tenfold.data_ptr() == x.data_ptr()  # not told apart by its memory
+    result, hops = _calls_below(observed, lambda: observed.scale(tenfold, 2.0, None))
+    assert (result.tolist(), hops) == ([0.0, 20.0, 40.0, 60.0], 1)
+    # A lazy negative bit: torch's Negative fallback materializes it below autograd.
+    result, hops = _calls_below(observed, lambda: observed.scale(torch._neg_view(x), 2.0, None))
+    assert (result.tolist(), hops) == ([-0.0, -2.0, -4.0, -6.0], 1)
+    observed.seen.clear()
+    conj = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64).conj()
+    with pytest.raises(RuntimeError, match="argument 'x': unsupported dtype complex64 for scale"):
+        observed.scale(conj, 2.0, None)  # past the Conjugate fallback, to a kernel of real floats
+    assert len(observed.seen) == 1
+    # A key below autograd included in the thread's dispatch state (torch's Functionalize
+    # fallback then calls the op once more, from the top: two visits).
+    with torch._C._IncludeDispatchKeyGuard(torch._C.DispatchKey.Functionalize):
+        result, hops = _calls_below(observed, lambda: observed.scale(x, 2.0, None))
+    assert (result.tolist(), hops) == ([0.0, 2.0, 4.0, 6.0], 2)
+    # A meta tensor (no memory: through `grad`, whose redispatch passes ADInplaceOrView by):
+    # the op's fake kernel, never the kernel.
+    result = observed.scale(torch.empty(5, device="meta"), 2.0, None)
+    assert (result.device.type, result.shape) == ("meta", (5,))
+
+
+def test_each_thread_is_judged_by_its_own_dispatch_state(observed):
+    x = torch.arange(4, dtype=torch.float32)
+    results = {}
+
+    def worker():
+        results["worker"] = _calls_below(observed, lambda: observed.scale(x, 2.0, None))
+
+    with torch._C._IncludeDispatchKeyGuard(torch._C.DispatchKey.Functionalize):
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+        results["main"] = _calls_below(observed, lambda: observed.scale(x, 2.0, None))
+    assert results["worker"][0].tolist() == results["main"][0].tolist() == [0.0, 2.0, 4.0, 6.0]
+    assert (results["worker"][1], results["main"][1]) == (0, 2)
+
+
+def test_the_direct_call_needs_a_key_set_location_that_fits_every_probe():
+    a, b = torch.zeros(1), torch.zeros(1, dtype=torch.complex64).conj()
+    keys = torch._C._dispatch_keys
+    assert not exchange.torch_native_direct(torch.Tensor, [(a, 0x1234), (b, 0x5678)], 0, 0, 0)
+    assert not exchange.torch_native_direct(torch.Tensor, [(a, keys(a).raw_repr())], 0, 0, 0)  # one probe fits too much
+    with pytest.raises(TypeError, match="probe 1 is a int, not a tensor"):
+        exchange.torch_native_direct(torch.Tensor, [(a, 1), (7, 1)], 0, 0, 0)
+    assert torch_native.direct_call(torch)  # a refused request leaves the direct call as it was
 
 
 def test_results_are_checked_against_the_output_rule_naming_the_op(ops):
