@@ -109,14 +109,16 @@ struct DTypePair {
 };
 std::vector<DTypePair> g_dtypes;
 
+// The same, indexed by torch's code (read per tensor argument); bits 0: no DLPack type.
+constexpr int32_t kDTypeCodes = 64;
+std::array<DLDataType, kDTypeCodes> g_dl_of_torch_dtype{};
+// The shim's device type codes of the CPU and CUDA (functions of the shim; read once).
+int32_t g_torch_cpu = -1, g_torch_cuda = -1;
+
 bool DLFromTorchDType(int32_t code, DLDataType* out) {
-  for (const DTypePair& p : g_dtypes) {
-    if (p.torch == code) {
-      *out = p.dl;
-      return true;
-    }
-  }
-  return false;
+  if (code < 0 || code >= kDTypeCodes || g_dl_of_torch_dtype[code].bits == 0) return false;
+  *out = g_dl_of_torch_dtype[code];
+  return true;
 }
 bool TorchFromDLDType(DLDataType dl, int32_t* out) {
   for (const DTypePair& p : g_dtypes) {
@@ -130,13 +132,13 @@ bool TorchFromDLDType(DLDataType dl, int32_t* out) {
 
 // The shim's device type code as DLPack's, and back.
 int32_t DLDeviceOf(int32_t torch_type) {
-  if (torch_type == g_shim.device_type_cpu()) return kDLCPU;
-  if (torch_type == g_shim.device_type_cuda()) return kDLCUDA;
+  if (torch_type == g_torch_cpu) return kDLCPU;
+  if (torch_type == g_torch_cuda) return kDLCUDA;
   return -1;
 }
 int32_t TorchDeviceOf(int32_t dl_type) {
-  if (dl_type == kDLCPU) return g_shim.device_type_cpu();
-  if (dl_type == kDLCUDA || dl_type == kDLCUDAManaged) return g_shim.device_type_cuda();
+  if (dl_type == kDLCPU) return g_torch_cpu;
+  if (dl_type == kDLCUDA || dl_type == kDLCUDAManaged) return g_torch_cuda;
   return -1;
 }
 
@@ -178,7 +180,7 @@ bool Describe(AtenTensorHandle h, DLTensor* view, std::string* error) {
     return false;
   }
   // A CPU tensor's index is -1 (DLPack's 0): asked of the other devices only.
-  if (device_type != g_shim.device_type_cpu() && g_shim.get_device_index(h, &device_index)) {
+  if (device_type != g_torch_cpu && g_shim.get_device_index(h, &device_index)) {
     *error = "torch could not describe the tensor";
     return false;
   }
@@ -1072,7 +1074,12 @@ PyObject* LoadPy(PyObject*, PyObject* paths) {
     }
   }
   g_shim = t;
+  for (const DTypePair& p : dtypes) {
+    if (p.torch >= 0 && p.torch < kDTypeCodes) g_dl_of_torch_dtype[p.torch] = p.dl;
+  }
   g_dtypes = std::move(dtypes);
+  g_torch_cpu = t.device_type_cpu();
+  g_torch_cuda = t.device_type_cuda();
   g_shim_ready.store(true);
   Py_RETURN_NONE;
 }
