@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import _core
 
 __all__ = ["jax_importer", "numpy_exchange_api", "numpy_read_only_probe", "torch_lazy_view_probe", "torch_native_define",
-           "torch_native_has_autograd",
+           "torch_native_has_autograd", "torch_native_has_bump_version",
            "torch_native_load", "torch_native_register", "xla_ffi_define", "xla_ffi_handler"]
 
 
@@ -101,3 +101,10 @@ def torch_native_has_autograd() -> bool:
     ``c10::TensorImpl::requires_grad`` and ``TorchDispatchModeTLS::any_modes_set``);
     False before :func:`torch_native_load`."""
     return _core.torch_native_has_autograd()
+
+
+def torch_native_has_bump_version() -> bool:
+    """Whether the loaded torch exports ``torch::autograd::impl::bump_version``, with which
+    the native kernel bumps the version counter of each tensor it writes (an op that
+    writes keeps the Python kernel without it); False before :func:`torch_native_load`."""
+    return _core.torch_native_has_bump_version()
