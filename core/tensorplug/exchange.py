@@ -11,7 +11,8 @@ from __future__ import annotations
 from . import _core
 
 __all__ = ["jax_importer", "numpy_exchange_api", "numpy_read_only_probe", "torch_lazy_view_probe", "torch_native_define",
-           "torch_native_direct", "torch_native_direct_off", "torch_native_has_autograd", "torch_native_thread_keys",
+           "torch_native_direct", "torch_native_direct_off", "torch_native_has_autograd",
+           "torch_native_has_bump_version", "torch_native_thread_keys",
            "torch_native_load", "torch_native_register", "xla_ffi_define", "xla_ffi_handler"]
 
 
@@ -124,3 +125,10 @@ def torch_native_direct(tensor_type, probes, plain_keys: int, included_xor: int,
 def torch_native_direct_off() -> None:
     """Turn :func:`torch_native_direct`'s direct call off again (every call takes the hop)."""
     _core.torch_native_direct_off()
+
+
+def torch_native_has_bump_version() -> bool:
+    """Whether the loaded torch exports ``torch::autograd::impl::bump_version``, with which
+    the native kernel bumps the version counter of each tensor it writes (an op that
+    writes keeps the Python kernel without it); False before :func:`torch_native_load`."""
+    return _core.torch_native_has_bump_version()

@@ -98,6 +98,11 @@ struct ShimTable {
   bool (*impl_requires_grad)(const void*);
   // c10::impl::TorchDispatchModeTLS::any_modes_set(bool skip_infra_modes), libc10 (static).
   bool (*any_dispatch_mode)(bool);
+  // torch::autograd::impl::bump_version(const at::Tensor&), libtorch_cpu (mangled; an
+  // AtenTensorHandle is the at::Tensor): what torch's own in-place ops call on the tensors
+  // they write. Throws c10::Error for an inference tensor outside InferenceMode. Without it
+  // the op keeps the Python kernel if it writes (torch_native.py).
+  void (*bump_version)(AtenTensorHandle);
 };
 ShimTable g_shim{};
 std::atomic<bool> g_shim_ready{false};
@@ -787,6 +792,32 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
       Fail(plan, "RuntimeError", "torch has no current CUDA stream for device " + std::to_string(primary.device_id));
     }
   }
+  // Every tensor the kernel writes has its version counter bumped, as torch's own in-place
+  // ops do, so that autograd refuses a backward that saved it. Before the call: a bump that
+  // throws (an inference tensor outside InferenceMode) fails it with nothing written.
+  // (torch_native.py gives a writing op the Python kernel where torch lacks bump_version.)
+  auto bump = [&](const ParamPlan& p, AtenTensorHandle h, size_t item, bool in_list) {
+    auto fail = [&](std::string text) {
+      const size_t backtrace = text.find("\nException raised from ");  // c10::Error's, when it keeps one
+      if (backtrace != std::string::npos) text.resize(backtrace);
+      Fail(plan, "RuntimeError", "argument '" + p.name + "'" + (in_list ? " item " + std::to_string(item) : "") +
+                                     ": " + text);
+    };
+    if (g_shim.bump_version == nullptr) fail("this torch lacks torch::autograd::impl::bump_version");
+    try {
+      g_shim.bump_version(h);
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+  };
+  for (size_t i = 0, item = 0; i < n; ++i) {
+    const ParamPlan& p = plan.params[i];
+    const TPAny& a = args.data[i];
+    const size_t size = a.type_index == kTPArray ? static_cast<size_t>(a.v_array->size) : 0;
+    if (p.written && a.type_index == kTPDLTensorPtr) bump(p, owned.by_param.data[i], 0, false);
+    for (size_t j = 0; p.written && j < size; ++j) bump(p, item_handles.data[item + j], j, true);
+    item += size;
+  }
   TPAny result;
   result.type_index = kTPNone;
   int rc;
@@ -1073,6 +1104,7 @@ PyObject* LoadPy(PyObject*, PyObject* paths) {
       break;
     }
   }
+  Resolve(libs.data(), libs.size(), "_ZN5torch8autograd4impl12bump_versionERKN2at6TensorE", &t.bump_version);
   g_shim = t;
   for (const DTypePair& p : dtypes) {
     if (p.torch >= 0 && p.torch < kDTypeCodes) g_dl_of_torch_dtype[p.torch] = p.dl;
@@ -1245,6 +1277,9 @@ PyObject* RegisterPy(PyObject*, PyObject* args) {
 }
 
 PyObject* HasAutogradPy(PyObject*, PyObject*) { return PyBool_FromLong(HasAutograd()); }
+PyObject* HasBumpVersionPy(PyObject*, PyObject*) {
+  return PyBool_FromLong(g_shim_ready.load() && g_shim.bump_version != nullptr);
+}
 
 // torch_native_thread_keys() -> int or None: the calling thread's raw `included_` word of
 // c10::impl::raw_local_dispatch_key_set (None where libc10 does not export it), for
@@ -1348,6 +1383,8 @@ PyMethodDef kTorchNativeMethods[] = {
      "the Autograd kernel's direct call below autograd, on"},
     {"torch_native_direct_off", GuardedMethod<DirectOffPy>(), METH_NOARGS,
      "torch_native_direct_off(): the Autograd kernel's direct call off"},
+    {"torch_native_has_bump_version", GuardedMethod<HasBumpVersionPy>(), METH_NOARGS,
+     "torch_native_has_bump_version() -> bool: whether the native kernel can bump the version of a tensor it writes"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -181,9 +181,47 @@ def _kernel(torch, op):
             with as_torch:
                 return function(*args)
 
+    if op.written:
+        call = _bumping(torch, op, call)
     if not op.n_outputs:
         return call
     return _checked(torch, op, call)
+
+
+# torch's text for a write to an inference tensor outside inference mode (its in-place ops
+# raise it, and so does the native kernel's version bump, torch_native.cc).
+_INFERENCE_WRITE = ("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone "
+                    "to get a normal tensor before doing inplace update.See https://github.com/pytorch/rfcs/pull/17 "
+                    "for more details.")
+
+
+def _bumping(torch, op, call):
+    """``call`` after bumping torch's version counter of each tensor it writes, as torch's
+    own in-place ops do and the native kernel does (torch_native.cc), so that autograd
+    refuses a backward that saved a written tensor. torch's ``increment_version`` skips
+    an inference tensor silently; outside inference mode the write is refused here, naming
+    the op and the argument, in the native kernel's words, before anything is written."""
+    written = [(i, p.name, p.kind in ("views", "mviews")) for i, p in enumerate(op.params) if p.written]
+    increment_version = torch.autograd.graph.increment_version
+    inference_mode = torch.is_inference_mode_enabled
+
+    def kernel(*args):
+        tensors = []
+        for i, name, is_list in written:
+            value = args[i]
+            if value is None:
+                continue
+            items = list(value) if is_list else [value]
+            for j, t in enumerate(items):
+                if t.is_inference() and not inference_mode():
+                    where = f"argument '{name}'" + (f" item {j}" if is_list else "")
+                    raise RuntimeError(f"{op.name}(): RuntimeError: {where}: {_INFERENCE_WRITE}")
+            tensors += items
+        increment_version(tensors)
+        return call(*args)
+
+    kernel.__name__ = op.opname
+    return kernel
 
 
 def _checked(torch, op, call):

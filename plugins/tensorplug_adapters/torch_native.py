@@ -65,6 +65,10 @@ def register(torch, op, key: str, names) -> int | None:
             # A derived backward (tensorplug.gradients), called from the Python autograd
             # formula only: its results are checked naming the input each gradient is for.
             raise _NoNative("it is a derived backward, whose gradients the Python kernel checks naming their inputs")
+        if op.written and not exchange.torch_native_has_bump_version():
+            raise _NoNative(f"it writes {', '.join(op.written)}, and torch {torch.__version__} does not export "
+                            "torch::autograd::impl::bump_version, which the native kernel needs to bump the version "
+                            "of a tensor it writes")
         outputs = compile_outputs(op)
         slot = exchange.torch_native_define(op.name, op.function, _params(op), outputs)
     except _NoNative as e:
