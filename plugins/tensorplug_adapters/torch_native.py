@@ -123,8 +123,12 @@ def direct_call(torch) -> bool:
 
 
 def _enable_direct(torch) -> bool:
-    C = torch._C
-    K, S = C.DispatchKey, C.DispatchKeySet
+    # torch's own (internal in torch 2.13, no public equivalent): dispatch keys and key sets
+    # as torch reports them, for the checks below.
+    from torch import _neg_view
+    from torch._C import DispatchKey as K
+    from torch._C import DispatchKeySet as S
+    from torch._C import _dispatch_keys, _dispatch_tls_local_include_set, _IncludeDispatchKeyGuard
 
     def raw(key) -> int:
         return S(key).raw_repr()
@@ -134,10 +138,10 @@ def _enable_direct(torch) -> bool:
     word = exchange.torch_native_thread_keys()
     if word is None:
         return False
-    included_xor = word ^ C._dispatch_tls_local_include_set().raw_repr()
-    with C._IncludeDispatchKeyGuard(K.Python):
+    included_xor = word ^ _dispatch_tls_local_include_set().raw_repr()
+    with _IncludeDispatchKeyGuard(K.Python):
         word_with_python = exchange.torch_native_thread_keys()
-        reported = C._dispatch_tls_local_include_set().raw_repr()
+        reported = _dispatch_tls_local_include_set().raw_repr()
     if word_with_python ^ included_xor != reported or not reported & raw(K.Python):
         return False
     # Functionality bits rank as the keys do: those from Dense up to autograd lie below it.
@@ -149,12 +153,12 @@ def _enable_direct(torch) -> bool:
         if raw(key) & ~included_refused:
             return False  # the ranking is not as assumed
     plain = torch.zeros(1)
-    plain_keys = (C._dispatch_keys(plain).raw_repr() | raw(K.CUDA) | raw(K.AutogradCUDA) | raw(K.AutocastCUDA))
+    plain_keys = _dispatch_keys(plain).raw_repr() | raw(K.CUDA) | raw(K.AutogradCUDA) | raw(K.AutocastCUDA)
     with torch.inference_mode():
         inference = torch.zeros(1)
-    probes = [plain, inference, torch.zeros(1, dtype=torch.complex64).conj(), torch._neg_view(torch.zeros(1)),
-              torch.empty(1, device="meta"), torch.Tensor._make_subclass(_probe_subclass(torch), torch.zeros(1))]
-    pairs = [(t, C._dispatch_keys(t).raw_repr()) for t in probes]
+    probes = [plain, inference, torch.zeros(1, dtype=torch.complex64).conj(), _neg_view(torch.zeros(1)),
+              torch.empty(1, device="meta"), torch.zeros(1).as_subclass(_probe_subclass(torch))]
+    pairs = [(t, _dispatch_keys(t).raw_repr()) for t in probes]
     if len({keys for _, keys in pairs}) != len(pairs):
         return False
     return exchange.torch_native_direct(torch.Tensor, pairs, plain_keys, included_xor, included_refused)
