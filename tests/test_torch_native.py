@@ -149,11 +149,12 @@ def routed(ops):
 
 
 def test_the_autograd_kernel_sends_each_call_where_it_belongs(routed):
-    # The op's native Autograd kernel passes a call on to .nograd (no Python) or .grad (the
-    # Python kernel); both give the op's values, and the Python kernel redispatches to .nograd.
+    # The op's native Autograd kernel runs the kernel itself (a plain call, below), or
+    # passes a call on to .nograd (no Python) or .grad (the Python kernel); each gives the
+    # op's values, and the Python kernel redispatches to .nograd.
     ops = routed
     x = torch.arange(4, dtype=torch.float32)
-    assert ops.scale(x, 2.0, None).tolist() == [0.0, 2.0, 4.0, 6.0]  # plain: .nograd
+    assert ops.scale(x, 2.0, None).tolist() == [0.0, 2.0, 4.0, 6.0]  # plain: the kernel, directly
     empty = torch.empty(0)  # no data pointer: .grad, which redispatches below autograd
     assert ops.scale(empty, 2.0, None).shape == (0,)
     with torch.inference_mode():  # no Autograd key at all: the op's own kernel

@@ -92,7 +92,9 @@ def torch_native_register(slot: int, namespace: str, dispatch_key: str, name: st
     ``"Autograd"`` it is the plan's Autograd kernel instead, which passes each call on to
     the overload ``name.nograd`` when no gradient is needed and nothing below autograd can
     be Python (no dispatch mode, plain tensors), else to ``name.grad`` (both defined
-    already, with the same schema; csrc/python/torch_native.cc says more)."""
+    already, with the same schema; csrc/python/torch_native.cc says more); once
+    :func:`torch_native_direct` is on, a call that meets no dispatch key below autograd
+    runs the plan's kernel itself instead of passing on to ``name.nograd``."""
     _core.torch_native_register(slot, namespace, dispatch_key, name)
 
 

@@ -112,9 +112,10 @@ def _register(torch, op) -> None:
         lib.define(f"{op.opname}.{FUNCTIONALIZABLE}{schema(op)}")
     slot = _impl_kernels(torch, lib, op)
     # A native kernel gets a native Autograd kernel too (torch_native.register_autograd),
-    # which passes each call on to one of two more overloads: NO_GRAD, the op below
-    # autograd (its kernels, fake and Functionalize kernel as the default's), and GRAD,
-    # whose Autograd kernel is the Python one (torch_autograd), which redispatches to NO_GRAD.
+    # which runs the kernel itself when nothing lies below autograd, else passes the call
+    # on to one of two more overloads: NO_GRAD, the op below autograd (its kernels, fake
+    # and Functionalize kernel as the default's), and GRAD, whose Autograd kernel is the
+    # Python one (torch_autograd), which redispatches to NO_GRAD.
     native_autograd = slot is not None and torch_native.has_autograd(torch)
     names = [op.opname]
     if native_autograd:
