@@ -226,13 +226,37 @@ def test_native_kernel_gets_materialized_tensors(ops):
     out = torch.zeros(2)
     ops.axpy(negated_imag(), torch.ones(2), out, 1.0)
     assert out.tolist() == [-1.0, -3.0]
-    # A written tensor with the bit: torch's Negative fallback runs the op on a resolved
-    # clone and then wants the op to return the written tensor (an out= op), which
-    # tensorplug's destination-passing ops do not: torch refuses, nothing is written.
+    # A written tensor with the bit cannot be materialized (the writes would go to a copy):
+    # the native Autograd kernel refuses it, naming the op and the argument, before torch's
+    # fallbacks (which would fail with "Expected Tensor but got None", naming neither).
     out = torch.zeros(2)
-    with pytest.raises(RuntimeError, match="^Expected Tensor but got None$"):
+    with pytest.raises(RuntimeError, match=native_refused("tptest::axpy", "out", NEG)):
         ops.axpy(torch.ones(2), torch.ones(2), torch._neg_view(out), 1.0)
     assert out.tolist() == [0.0, 0.0]
+
+
+def native_refused(op, argument, what):
+    return "^" + re.escape(f"{op}(): ValueError: argument '{argument}': {REFUSED}{what}") + "$"
+
+
+@pytest.fixture(scope="module")
+def copy_into(mod):
+    return tensorplug.op("tplazy::copy_into", mod.copy_into)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_native_op_refuses_written_tensors_with_lazy_bits(copy_into, dtype):
+    assert torch_native.reason(copy_into) is None and torch_native.direct_call(torch)
+    z = torch.tensor([1 + 2j, 3 - 1j], dtype=dtype)
+    out = torch.zeros(2, dtype=dtype)
+    with pytest.raises(RuntimeError, match=native_refused("tplazy::copy_into", "out", CONJ)):
+        copy_into(z, out.conj())
+    with pytest.raises(RuntimeError, match=native_refused("tplazy::copy_into", "out", NEG)):
+        torch.ops.tplazy.copy_into(z, torch._neg_view(out))
+    assert out.tolist() == [0j, 0j]  # nothing written
+    # A read argument with a bit is materialized by torch: the values are right.
+    copy_into(z.conj(), out)
+    assert out.tolist() == z.conj().tolist()
 
 
 def _scaled_twice(ops):

@@ -300,10 +300,10 @@ def test_each_thread_is_judged_by_its_own_dispatch_state(observed):
 def test_the_direct_call_needs_a_key_set_location_that_fits_every_probe():
     a, b = torch.zeros(1), torch.zeros(1, dtype=torch.complex64).conj()
     keys = torch._C._dispatch_keys
-    assert not exchange.torch_native_direct(torch.Tensor, [(a, 0x1234), (b, 0x5678)], 0, 0, 0)
-    assert not exchange.torch_native_direct(torch.Tensor, [(a, keys(a).raw_repr())], 0, 0, 0)  # one probe fits too much
+    assert not exchange.torch_native_direct(torch.Tensor, [(a, 0x1234), (b, 0x5678)], 0, 0, 0, 0, 0)
+    assert not exchange.torch_native_direct(torch.Tensor, [(a, keys(a).raw_repr())], 0, 0, 0, 0, 0)  # one fits too much
     with pytest.raises(TypeError, match="probe 1 is a int, not a tensor"):
-        exchange.torch_native_direct(torch.Tensor, [(a, 1), (7, 1)], 0, 0, 0)
+        exchange.torch_native_direct(torch.Tensor, [(a, 1), (7, 1)], 0, 0, 0, 0, 0)
     assert torch_native.direct_call(torch)  # a refused request leaves the direct call as it was
 
 

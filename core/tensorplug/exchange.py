@@ -113,15 +113,19 @@ def torch_native_thread_keys() -> int | None:
     return _core.torch_native_thread_keys()
 
 
-def torch_native_direct(tensor_type, probes, plain_keys: int, included_xor: int, included_refused: int) -> bool:
+def torch_native_direct(tensor_type, probes, plain_keys: int, included_xor: int, included_refused: int,
+                        conjugate_key: int, negative_key: int) -> bool:
     """Let the native Autograd kernel run an op's kernel itself when a call needs no
     gradient and nothing lies below autograd (csrc/python/torch_native.cc, "the Autograd
     kernel"): ``probes``, ``(tensor, raw key set)`` pairs of ``tensor_type`` with distinct
     key sets, locate each tensor's key set in memory; a call's tensors may have only the
     keys in ``plain_keys``, and the thread's included keys (its raw word XOR
-    ``included_xor``) none of ``included_refused``. False, and every call keeps the hop
-    through the overload ``nograd``, when no single location fits every probe."""
-    return _core.torch_native_direct(tensor_type, list(probes), plain_keys, included_xor, included_refused)
+    ``included_xor``) none of ``included_refused``. A written tensor with
+    ``conjugate_key`` or ``negative_key`` is refused, naming the op and the argument.
+    False, and every call keeps the hop through the overload ``nograd``, when no single
+    location fits every probe."""
+    return _core.torch_native_direct(tensor_type, list(probes), plain_keys, included_xor, included_refused,
+                                     conjugate_key, negative_key)
 
 
 def torch_native_direct_off() -> None:

@@ -184,6 +184,13 @@ struct LazyViewProbe {
   int (*is_lazy)(PyObject* obj, const char** what);
 };
 
+// torch's lazy views as a refusal names them (torch_lazy_views.cc; torch_native.cc for
+// written arguments of native ops), after kLazyViewExpected.
+constexpr const char kLazyViewExpected[] =
+    "expected a tensor whose memory holds its values (DLPack has no conjugate or negative bit), got ";
+constexpr const char kTorchConjugateView[] = "a torch conjugate view (x.is_conj()); call .resolve_conj() first";
+constexpr const char kTorchNegativeView[] =
+    "a torch tensor with the negative bit set (x.is_neg(), e.g. x.conj().imag); call .resolve_neg() first";
 // The refusal of a tensor a LazyViewProbe reported (probe result `rc`, 1 or -1): a
 // ValueError "expected a tensor whose memory holds its values ..., got <what>" (callers
 // prefix the argument), or the probe's own error. Always false.

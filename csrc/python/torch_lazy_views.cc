@@ -24,9 +24,8 @@ namespace {
 
 using BitReader = bool (*)(const void* tensor);  // bool f(const at::Tensor&)
 
-constexpr const char* kConjugate = "a torch conjugate view (x.is_conj()); call .resolve_conj() first";
-constexpr const char* kNegative =
-    "a torch tensor with the negative bit set (x.is_neg(), e.g. x.conj().imag); call .resolve_neg() first";
+constexpr const char* kConjugate = kTorchConjugateView;
+constexpr const char* kNegative = kTorchNegativeView;
 
 BitReader g_is_conj = nullptr;
 BitReader g_is_neg = nullptr;
@@ -99,9 +98,7 @@ bool DirectReadsWork(PyObject* torch) {
 
 bool RefuseLazyView(int rc, const char* what) {
   if (rc > 0) {
-    PyErr_Format(PyExc_ValueError,
-                 "expected a tensor whose memory holds its values (DLPack has no conjugate or negative bit), got %s",
-                 what);
+    PyErr_Format(PyExc_ValueError, "%s%s", kLazyViewExpected, what);
   }
   return false;
 }

@@ -377,6 +377,7 @@ struct TorchPlan {
   void* self;
   std::vector<ParamPlan> params;
   std::vector<OutputRule> outputs;  // one per tensor the function returns
+  bool writes = false;               // a parameter is written
 };
 
 constexpr int32_t kMaxPlans = 1024;
@@ -903,6 +904,7 @@ struct DirectBelow {
   uint64_t plain_keys = 0;        // every key a plain dense CPU or CUDA tensor has (raw DispatchKeySet)
   uint64_t included_xor = 0;      // the thread's included keys = raw included_ ^ this
   uint64_t included_refused = 0;  // keys below autograd (not the backend's) the thread must not include
+  uint64_t conjugate_key = 0, negative_key = 0;  // torch's lazy bits (DirectBelow refuses them on written tensors)
   void* thread_keys_library = nullptr;  // the library exporting kThreadKeysSymbol
 };
 DirectBelow g_direct;
@@ -972,6 +974,48 @@ bool NothingBelowAutograd(uint64_t keys) {
   return included != nullptr && ((*included ^ g_direct.included_xor) & g_direct.included_refused) == 0;
 }
 
+// Refuses a written tensor argument with a lazy conjugate or negative bit (the direct call
+// is on): the kernel would write its memory, which does not hold its values. Below
+// autograd torch's fallbacks would run the op on a resolved copy and then fail for want of
+// an out= result ("Expected Tensor but got None", naming neither op nor argument); this
+// names both, in the words of the plain call's refusal (torch_lazy_views.cc).
+void RefuseLazyWrites(const TorchPlan& plan, const StableIValue* stack) {
+  auto lazy = [](StableIValue handle) -> const char* {
+    if (handle == 0) return nullptr;
+    const void* impl = *reinterpret_cast<void* const*>(static_cast<uintptr_t>(handle));
+    if (impl == nullptr) return nullptr;
+    uint64_t keys;
+    std::memcpy(&keys, static_cast<const char*>(impl) + g_direct.key_set_offset, sizeof keys);
+    if (keys & g_direct.conjugate_key) return kTorchConjugateView;
+    if (keys & g_direct.negative_key) return kTorchNegativeView;
+    return nullptr;
+  };
+  for (size_t i = 0; i < plan.params.size(); ++i) {
+    const ParamPlan& p = plan.params[i];
+    if (!p.written || (p.kind != Kind::kView && p.kind != Kind::kViews)) continue;
+    StableIValue v = stack[i];
+    if (p.optional) {  // a box, or 0 for None
+      if (v == 0) continue;
+      v = *reinterpret_cast<const StableIValue*>(static_cast<uintptr_t>(v));
+    }
+    if (p.kind == Kind::kView) {
+      if (const char* what = lazy(v)) Fail(plan, "ValueError", "argument '" + p.name + "': " + kLazyViewExpected + what);
+      continue;
+    }
+    auto list = reinterpret_cast<StableListHandle>(static_cast<uintptr_t>(v));
+    size_t size = 0;
+    g_shim.list_size(list, &size);
+    for (size_t j = 0; j < size; ++j) {
+      StableIValue item = 0;  // the list's own: read, never deleted
+      g_shim.list_get_item(list, j, &item);
+      if (const char* what = lazy(item)) {
+        Fail(plan, "ValueError",
+             "argument '" + p.name + "' item " + std::to_string(j) + ": " + kLazyViewExpected + what);
+      }
+    }
+  }
+}
+
 // The text of the exception torch_call_dispatcher caught: a Python exception's as
 // "<Kind>: <message>" (pybind11's form, with its traceback after "\n\nAt:\n" cut off),
 // the kind dropped where it is RuntimeError, the type the caller gets.
@@ -996,6 +1040,7 @@ void RunAutograd(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, 
     RunPlan(plan, stack, num_args, num_outputs);  // what the dispatcher would reach through `nograd`
     return;
   }
+  if (direct && plan.writes && num_args == plan.params.size()) RefuseLazyWrites(plan, stack);
   const char* overload = no_grad_path ? kNoGradOverload : kGradOverload;
   // The call takes the stack's values and leaves the results on it, as this kernel must.
   if (g_shim.call_dispatcher(plan.op.c_str(), overload, stack, kTorch210) != 0) {
@@ -1172,6 +1217,7 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
       return nullptr;
     }
     plan->params.push_back(ParamPlan{kKinds[found].second, optional != 0, written != 0, pname});
+    plan->writes = plan->writes || written != 0;
   }
   Py_DECREF(seq);
   seq = PySequence_Fast(outputs, "torch_native_define(): outputs must be a sequence");
@@ -1310,17 +1356,17 @@ size_t FindKeySetOffset(const std::vector<std::pair<const char*, uint64_t>>& pro
   return matches == 1 ? found : 0;
 }
 
-// torch_native_direct(tensor_type, probes, plain_keys, included_xor, included_refused) ->
-// bool: turn the Autograd kernel's direct call on (DirectBelow). `probes`: (tensor, raw key
+// torch_native_direct(tensor_type, probes, plain_keys, included_xor, included_refused,
+// conjugate_key, negative_key) -> bool: turn the Autograd kernel's direct call on (DirectBelow). `probes`: (tensor, raw key
 // set as torch reports it) pairs of tensors with distinct key sets, which find
 // TensorImpl::key_set_; the other three are DirectBelow's fields, which torch_native.py
 // computes and checks from torch's Python API. False (and the hop kept) when no offset
 // fits the probes or the thread keys are not exported.
 PyObject* DirectPy(PyObject*, PyObject* args) {
   PyObject *tensor_type, *probes;
-  unsigned long long plain_keys, included_xor, included_refused;
-  if (!PyArg_ParseTuple(args, "O!OKKK:torch_native_direct", &PyType_Type, &tensor_type, &probes, &plain_keys,
-                        &included_xor, &included_refused)) {
+  unsigned long long plain_keys, included_xor, included_refused, conjugate_key, negative_key;
+  if (!PyArg_ParseTuple(args, "O!OKKKKK:torch_native_direct", &PyType_Type, &tensor_type, &probes, &plain_keys,
+                        &included_xor, &included_refused, &conjugate_key, &negative_key)) {
     return nullptr;
   }
   if (!HasAutograd() || g_direct.thread_keys_library == nullptr) Py_RETURN_FALSE;
@@ -1357,6 +1403,8 @@ PyObject* DirectPy(PyObject*, PyObject* args) {
   g_direct.plain_keys = plain_keys;
   g_direct.included_xor = included_xor;
   g_direct.included_refused = included_refused;
+  g_direct.conjugate_key = conjugate_key;
+  g_direct.negative_key = negative_key;
   g_direct_on.store(true, std::memory_order_release);
   Py_RETURN_TRUE;
 }
@@ -1379,7 +1427,8 @@ PyMethodDef kTorchNativeMethods[] = {
     {"torch_native_thread_keys", GuardedMethod<ThreadKeysPy>(), METH_NOARGS,
      "torch_native_thread_keys() -> int or None: the calling thread's raw included dispatch keys"},
     {"torch_native_direct", GuardedMethod<DirectPy>(), METH_VARARGS,
-     "torch_native_direct(tensor_type, probes, plain_keys, included_xor, included_refused) -> bool: "
+     "torch_native_direct(tensor_type, probes, plain_keys, included_xor, included_refused, conjugate_key, "
+     "negative_key) -> bool: "
      "the Autograd kernel's direct call below autograd, on"},
     {"torch_native_direct_off", GuardedMethod<DirectOffPy>(), METH_NOARGS,
      "torch_native_direct_off(): the Autograd kernel's direct call off"},

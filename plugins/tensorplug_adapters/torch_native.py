@@ -161,7 +161,8 @@ def _enable_direct(torch) -> bool:
     pairs = [(t, _dispatch_keys(t).raw_repr()) for t in probes]
     if len({keys for _, keys in pairs}) != len(pairs):
         return False
-    return exchange.torch_native_direct(torch.Tensor, pairs, plain_keys, included_xor, included_refused)
+    return exchange.torch_native_direct(torch.Tensor, pairs, plain_keys, included_xor, included_refused,
+                                        raw(K.Conjugate), raw(K.Negative))
 
 
 def _probe_subclass(torch):
