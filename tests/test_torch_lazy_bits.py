@@ -9,7 +9,9 @@ has no bit to say so. A kernel reading that memory would get the wrong sign.
   dispatcher materializes the bits before the kernel sees the tensor: the values are right.
 """
 
+import gc
 import re
+import weakref
 from pathlib import Path
 
 import pytest
@@ -254,6 +256,17 @@ def test_native_op_refuses_written_tensors_with_lazy_bits(copy_into, dtype):
     with pytest.raises(RuntimeError, match=native_refused("tplazy::copy_into", "out", NEG)):
         torch.ops.tplazy.copy_into(z, torch._neg_view(out))
     assert out.tolist() == [0j, 0j]  # nothing written
+    # The refused call releases what torch handed the kernel: the view dies with its name.
+    view = torch._neg_view(torch.zeros(2, dtype=dtype))
+    alive = weakref.ref(view)
+    try:
+        copy_into(z, view)
+    except RuntimeError as e:  # no pytest.raises: its traceback would keep the arguments
+        message = str(e)
+    assert re.match(native_refused("tplazy::copy_into", "out", NEG), message)
+    del view
+    gc.collect()
+    assert alive() is None
     # A read argument with a bit is materialized by torch: the values are right.
     copy_into(z.conj(), out)
     assert out.tolist() == z.conj().tolist()

@@ -974,11 +974,36 @@ bool NothingBelowAutograd(uint64_t keys) {
   return included != nullptr && ((*included ^ g_direct.included_xor) & g_direct.included_refused) == 0;
 }
 
+// Releases every value of `stack` (this kernel owns them, as RunPlan does) for a call that
+// is refused before it runs.
+void ReleaseStack(const TorchPlan& plan, const StableIValue* stack) {
+  Owned owned(plan, plan.params.size());  // deletes the handles noted below
+  for (size_t i = 0; i < plan.params.size(); ++i) {
+    const ParamPlan& p = plan.params[i];
+    StableIValue v = stack[i];
+    if (p.optional && !Unbox(stack[i], &v)) continue;  // None
+    if (p.kind != Kind::kView && p.kind != Kind::kTensor && p.kind != Kind::kViews && p.kind != Kind::kInts &&
+        p.kind != Kind::kStr) {
+      continue;
+    }
+    owned.by_param.data[i] = reinterpret_cast<void*>(static_cast<uintptr_t>(v));
+    if (p.kind != Kind::kViews) continue;
+    size_t size = 0;  // a list's items are the kernel's to delete (torch_delete_list frees the list alone)
+    g_shim.list_size(owned.by_param.data[i], &size);
+    for (size_t j = 0; j < size; ++j) {
+      StableIValue item = 0;
+      g_shim.list_get_item(owned.by_param.data[i], j, &item);
+      g_shim.delete_tensor_object(reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(item)));
+    }
+  }
+}
+
 // Refuses a written tensor argument with a lazy conjugate or negative bit (the direct call
 // is on): the kernel would write its memory, which does not hold its values. Below
 // autograd torch's fallbacks would run the op on a resolved copy and then fail for want of
 // an out= result ("Expected Tensor but got None", naming neither op nor argument); this
-// names both, in the words of the plain call's refusal (torch_lazy_views.cc).
+// names both, in the words of the plain call's refusal (torch_lazy_views.cc), and releases
+// the stack.
 void RefuseLazyWrites(const TorchPlan& plan, const StableIValue* stack) {
   auto lazy = [](StableIValue handle) -> const char* {
     if (handle == 0) return nullptr;
@@ -998,20 +1023,24 @@ void RefuseLazyWrites(const TorchPlan& plan, const StableIValue* stack) {
       if (v == 0) continue;
       v = *reinterpret_cast<const StableIValue*>(static_cast<uintptr_t>(v));
     }
+    std::string refusal;
     if (p.kind == Kind::kView) {
-      if (const char* what = lazy(v)) Fail(plan, "ValueError", "argument '" + p.name + "': " + kLazyViewExpected + what);
-      continue;
-    }
-    auto list = reinterpret_cast<StableListHandle>(static_cast<uintptr_t>(v));
-    size_t size = 0;
-    g_shim.list_size(list, &size);
-    for (size_t j = 0; j < size; ++j) {
-      StableIValue item = 0;  // the list's own: read, never deleted
-      g_shim.list_get_item(list, j, &item);
-      if (const char* what = lazy(item)) {
-        Fail(plan, "ValueError",
-             "argument '" + p.name + "' item " + std::to_string(j) + ": " + kLazyViewExpected + what);
+      if (const char* what = lazy(v)) refusal = "argument '" + p.name + "': " + kLazyViewExpected + what;
+    } else {
+      auto list = reinterpret_cast<StableListHandle>(static_cast<uintptr_t>(v));
+      size_t size = 0;
+      g_shim.list_size(list, &size);
+      for (size_t j = 0; j < size && refusal.empty(); ++j) {
+        StableIValue item = 0;  // read only here (ReleaseStack deletes it)
+        g_shim.list_get_item(list, j, &item);
+        if (const char* what = lazy(item)) {
+          refusal = "argument '" + p.name + "' item " + std::to_string(j) + ": " + kLazyViewExpected + what;
+        }
       }
+    }
+    if (!refusal.empty()) {
+      ReleaseStack(plan, stack);
+      Fail(plan, "ValueError", refusal);
     }
   }
 }
