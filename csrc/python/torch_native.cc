@@ -924,6 +924,44 @@ struct ArgumentKeys {
   uint64_t keys = 0;  // the union of their dispatch key sets (read when the direct call is on)
 };
 
+// The dispatch key set of the tensor behind `handle` (the direct call is on).
+uint64_t KeysOf(const void* impl) {
+  uint64_t keys;
+  std::memcpy(&keys, static_cast<const char*>(impl) + g_direct.key_set_offset, sizeof keys);
+  return keys;
+}
+
+// Calls visit(param, handle, item) for each tensor argument on `stack` (each written one
+// where `written_only`; `item` the index in a list, else -1), read, never taken: the
+// stack's values, list items included, belong to whoever runs the call. Stops, returning
+// false, when `visit` does.
+template <class Visit>
+bool ForEachTensor(const TorchPlan& plan, const StableIValue* stack, bool written_only, Visit visit) {
+  for (size_t i = 0; i < plan.params.size(); ++i) {
+    const ParamPlan& p = plan.params[i];
+    if (p.kind != Kind::kView && p.kind != Kind::kTensor && p.kind != Kind::kViews) continue;
+    if (written_only && !p.written) continue;
+    StableIValue v = stack[i];
+    if (p.optional) {  // a box, or 0 for None
+      if (v == 0) continue;
+      v = *reinterpret_cast<const StableIValue*>(static_cast<uintptr_t>(v));
+    }
+    if (p.kind != Kind::kViews) {
+      if (!visit(p, v, int64_t{-1})) return false;
+      continue;
+    }
+    auto list = reinterpret_cast<StableListHandle>(static_cast<uintptr_t>(v));
+    size_t size = 0;
+    g_shim.list_size(list, &size);
+    for (size_t j = 0; j < size; ++j) {
+      StableIValue item = 0;
+      g_shim.list_get_item(list, j, &item);
+      if (!visit(p, item, static_cast<int64_t>(j))) return false;
+    }
+  }
+  return true;
+}
+
 // Whether tensor `handle` (0: None) is a plain tensor (memory of its own); notes its keys.
 bool PlainTensor(StableIValue handle, bool read_keys, ArgumentKeys* seen) {
   if (handle == 0) return true;
@@ -931,39 +969,16 @@ bool PlainTensor(StableIValue handle, bool read_keys, ArgumentKeys* seen) {
   const void* impl = *reinterpret_cast<void* const*>(h);
   if (impl != nullptr) {
     if (g_shim.impl_requires_grad(impl)) seen->grad = true;
-    if (read_keys) seen->keys |= *reinterpret_cast<const uint64_t*>(static_cast<const char*>(impl) +
-                                                                    g_direct.key_set_offset);
+    if (read_keys) seen->keys |= KeysOf(impl);
   }
   void* data = nullptr;
   return g_shim.get_data_ptr(h, &data) == 0 && data != nullptr;
 }
 
-// Whether every tensor argument on `stack` is plain (read, never taken: the stack passes on).
+// Whether every tensor argument on `stack` is plain.
 bool PlainArguments(const TorchPlan& plan, const StableIValue* stack, bool read_keys, ArgumentKeys* seen) {
-  for (size_t i = 0; i < plan.params.size(); ++i) {
-    const ParamPlan& p = plan.params[i];
-    if (p.kind != Kind::kView && p.kind != Kind::kTensor && p.kind != Kind::kViews) continue;
-    StableIValue v = stack[i];
-    if (p.optional) {  // a box, or 0 for None
-      if (v == 0) continue;
-      v = *reinterpret_cast<const StableIValue*>(static_cast<uintptr_t>(v));
-    }
-    if (p.kind != Kind::kViews) {
-      if (!PlainTensor(v, read_keys, seen)) return false;
-      continue;
-    }
-    auto list = reinterpret_cast<StableListHandle>(static_cast<uintptr_t>(v));
-    size_t size = 0;
-    g_shim.list_size(list, &size);
-    for (size_t j = 0; j < size; ++j) {
-      // The list's own item: its handles belong to the list's owner (RunPlan, or the
-      // dispatcher this stack passes on to), which deletes them with the list.
-      StableIValue item = 0;
-      g_shim.list_get_item(list, j, &item);
-      if (!PlainTensor(item, read_keys, seen)) return false;
-    }
-  }
-  return true;
+  return ForEachTensor(plan, stack, false,
+                       [&](const ParamPlan&, StableIValue h, int64_t) { return PlainTensor(h, read_keys, seen); });
 }
 
 // Whether nothing lies between the Autograd key and the backend kernel for tensors with
@@ -1005,43 +1020,21 @@ void ReleaseStack(const TorchPlan& plan, const StableIValue* stack) {
 // names both, in the words of the plain call's refusal (torch_lazy_views.cc), and releases
 // the stack.
 void RefuseLazyWrites(const TorchPlan& plan, const StableIValue* stack) {
-  auto lazy = [](StableIValue handle) -> const char* {
-    if (handle == 0) return nullptr;
-    const void* impl = *reinterpret_cast<void* const*>(static_cast<uintptr_t>(handle));
-    if (impl == nullptr) return nullptr;
-    uint64_t keys;
-    std::memcpy(&keys, static_cast<const char*>(impl) + g_direct.key_set_offset, sizeof keys);
-    if (keys & g_direct.conjugate_key) return kTorchConjugateView;
-    if (keys & g_direct.negative_key) return kTorchNegativeView;
-    return nullptr;
-  };
-  for (size_t i = 0; i < plan.params.size(); ++i) {
-    const ParamPlan& p = plan.params[i];
-    if (!p.written || (p.kind != Kind::kView && p.kind != Kind::kViews)) continue;
-    StableIValue v = stack[i];
-    if (p.optional) {  // a box, or 0 for None
-      if (v == 0) continue;
-      v = *reinterpret_cast<const StableIValue*>(static_cast<uintptr_t>(v));
-    }
-    std::string refusal;
-    if (p.kind == Kind::kView) {
-      if (const char* what = lazy(v)) refusal = "argument '" + p.name + "': " + kLazyViewExpected + what;
-    } else {
-      auto list = reinterpret_cast<StableListHandle>(static_cast<uintptr_t>(v));
-      size_t size = 0;
-      g_shim.list_size(list, &size);
-      for (size_t j = 0; j < size && refusal.empty(); ++j) {
-        StableIValue item = 0;  // read only here (ReleaseStack deletes it)
-        g_shim.list_get_item(list, j, &item);
-        if (const char* what = lazy(item)) {
-          refusal = "argument '" + p.name + "' item " + std::to_string(j) + ": " + kLazyViewExpected + what;
-        }
-      }
-    }
-    if (!refusal.empty()) {
-      ReleaseStack(plan, stack);
-      Fail(plan, "ValueError", refusal);
-    }
+  std::string refusal;
+  ForEachTensor(plan, stack, true, [&](const ParamPlan& p, StableIValue handle, int64_t item) {
+    const void* impl = handle != 0 ? *reinterpret_cast<void* const*>(static_cast<uintptr_t>(handle)) : nullptr;
+    const uint64_t keys = impl != nullptr ? KeysOf(impl) : 0;
+    const char* what = (keys & g_direct.conjugate_key)  ? kTorchConjugateView
+                       : (keys & g_direct.negative_key) ? kTorchNegativeView
+                                                        : nullptr;
+    if (what == nullptr) return true;
+    refusal = "argument '" + p.name + "'" + (item >= 0 ? " item " + std::to_string(item) : "") + ": " +
+              kLazyViewExpected + what;
+    return false;
+  });
+  if (!refusal.empty()) {
+    ReleaseStack(plan, stack);
+    Fail(plan, "ValueError", refusal);
   }
 }
 
