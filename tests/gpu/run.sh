@@ -7,7 +7,8 @@
 #   bench    the call-overhead benchmark's rows (CUDA and CPU, beside apache-tvm-ffi) and the
 #            compile benchmark on the GPU
 #   suite    the whole suite, in parallel (pytest-xdist, one file per worker)
-# Usage: tests/gpu/run.sh [install] [gpu] [bench] [suite]   (default: install gpu bench)
+#   kit      the conformance kit alone, in one process: its capability report per adapter
+# Usage: tests/gpu/run.sh [install] [gpu] [bench] [suite] [kit]   (default: install gpu bench)
 # Logs and JUnit reports go to $OUT (default ./gpu-run). Each step is bounded by a timeout so
 # that one hang leaves the others their time; the exit status is the first failing step's.
 set -uo pipefail
@@ -52,20 +53,23 @@ torch.cuda.is_available(), 'jax', jax.__version__, jax.devices(), 'cupy', cupy._
       if compgen -G ".whl/*.whl" >/dev/null; then
         step wheels 120 "$py" -m pip install --no-index --no-deps .whl/*.whl
       fi
-      step install 300 "$py" -m pip install --no-build-isolation --no-deps -v .
+      step install 180 "$py" -m pip install --no-build-isolation --no-deps -v .
       ;;
     gpu)
       step gpu 300 "$py" -m pytest -q -rs -p no:cacheprovider --junitxml="$out/gpu.xml" "${GPU_FILES[@]}"
       ;;
     bench)
-      step bench_overhead 150 "$py" benchmarks/bench_overhead.py --frameworks torch-cuda,cupy,torch,numpy \
+      step bench_overhead 90 "$py" benchmarks/bench_overhead.py --frameworks torch-cuda,cupy,torch,numpy \
         --repeat 5 --calls 20000 --no-import --no-memory --json "$out/bench_overhead.json"
-      step bench_compile 240 "$py" benchmarks/bench_compile.py --device cuda --ops 1,100 --calls 300 --repeat 5 \
+      step bench_compile 180 "$py" benchmarks/bench_compile.py --device cuda --ops 1,100 --calls 300 --repeat 5 \
         --json "$out/bench_compile.json"
       ;;
     suite)
-      step suite "${SUITE_SECONDS:-420}" "$py" -m pytest -q -rs -p no:cacheprovider -n "${WORKERS:-12}" \
+      step suite "${SUITE_SECONDS:-300}" "$py" -m pytest -q -rs -p no:cacheprovider -n "${WORKERS:-14}" \
         --dist loadfile --junitxml="$out/suite.xml"
+      ;;
+    kit)
+      step kit 90 "$py" -m pytest -q -rs -p no:cacheprovider tests/test_conformance.py
       ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac
