@@ -62,8 +62,9 @@ function(tensorplug_add_kernel_library target)
   endif()
   add_library(${target} MODULE ${_tp_UNPARSED_ARGUMENTS})
   target_link_libraries(${target} PRIVATE tensorplug::tensorplug)
-  # kernel_library.map hides the std:: template instantiations that hidden visibility misses.
-  target_link_options(${target} PRIVATE "LINKER:--no-undefined"
+  # kernel_library.map hides the std:: template instantiations that hidden visibility misses;
+  # --exclude-libs a C++ runtime linked statically (docs/shipping.md).
+  target_link_options(${target} PRIVATE "LINKER:--no-undefined" "LINKER:--exclude-libs,ALL"
                       "LINKER:--version-script=${CMAKE_CURRENT_FUNCTION_LIST_DIR}/kernel_library.map")
   set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/kernel_library.map")
   set_target_properties(${target} PROPERTIES

@@ -197,3 +197,25 @@ def test_kernel_library_exports_only_its_functions_and_the_abi_record(tmp_path):
     _ok(_configure(source, build))
     _ok(subprocess.run([CMAKE, "--build", str(build)], capture_output=True, text=True, timeout=600))
     assert dynamic_symbols(build / "libstd_heavy.so") == EXPORTED
+
+
+@pytest.mark.skipif(shutil.which("nm") is None, reason="nm (binutils) not installed")
+def test_the_runtime_exports_its_c_abi_and_no_cpp_runtime(tmp_path):
+    """libtensorplug built by a compiler that links libstdc++ statically (the GPU machine's
+    GCC did) exports the C ABI alone: exported, its copy of the C++ runtime was bound by
+    kernel libraries built against the shared one, and the first `<< 3` of an error message
+    crashed (two copies of the runtime's locale state)."""
+    from test_cpp_build import static_runtime_compiler
+
+    root = Path(__file__).resolve().parents[1]
+    build = tmp_path / "build"
+    _ok(subprocess.run([CMAKE, "-S", str(root), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+                        f"-DCMAKE_CXX_COMPILER={static_runtime_compiler(tmp_path)}"],
+                       capture_output=True, text=True, timeout=600))
+    _ok(subprocess.run([CMAKE, "--build", str(build), "--target", "tensorplug", "-j", str(os.cpu_count() or 2)],
+                       capture_output=True, text=True, timeout=900))
+    library = build / "libtensorplug.so"
+    out = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True)
+    exported = {line.split()[-1] for line in out.stdout.splitlines() if line.strip()}
+    assert "TPFunctionCall" in exported
+    assert {name for name in exported if not name.startswith(("TP", "_ZN10tensorplug"))} == set()

@@ -27,12 +27,12 @@ def test_flags_name_this_installation():
     assert script.is_file()
     assert config("--cflags") == f"-I{include} -fPIC -fvisibility=hidden\n"
     assert config("--cxxflags") == f"-I{include} -std=c++17 -fPIC -fvisibility=hidden -fvisibility-inlines-hidden\n"
-    assert config("--ldflags") == f"-L{lib} -Wl,-rpath,{lib} -Wl,--version-script={script}\n"
+    assert config("--ldflags") == f"-L{lib} -Wl,-rpath,{lib} -Wl,--exclude-libs,ALL -Wl,--version-script={script}\n"
     assert config("--libs") == "-ltensorplug\n"
     # Several on one line, in a fixed order, whatever order they were asked in.
     assert config("--libs", "--ldflags", "--cxxflags") == (
         f"-I{include} -std=c++17 -fPIC -fvisibility=hidden -fvisibility-inlines-hidden -L{lib} -Wl,-rpath,{lib} "
-        f"-Wl,--version-script={script} -ltensorplug\n")
+        f"-Wl,--exclude-libs,ALL -Wl,--version-script={script} -ltensorplug\n")
 
 
 MAKEFILE = """\

@@ -210,3 +210,40 @@ def test_config_flags_export_only_the_functions_and_the_abi_record(tmp_path):
                    check=True, capture_output=True, text=True)
     assert dynamic_symbols(lib) == EXPORTED | {"helper_for_others"}
     assert tensorplug.load_module(lib).count(np.zeros(2), "b") == 7
+
+
+def static_runtime_compiler(directory: Path) -> str:
+    """A `c++` that links the C++ runtime statically, as some compilers do by default (the
+    GPU machine's GCC did): a wrapper script adding -static-libstdc++ to every link."""
+    wrapper = directory / "static-c++"
+    wrapper.write_text('#!/bin/sh\nfor a in "$@"; do [ "$a" = -c ] && exec c++ "$@"; done\n'
+                       'exec c++ "$@" -static-libstdc++\n')
+    wrapper.chmod(0o755)
+    probe = subprocess.run([str(wrapper), "-x", "c++", "-shared", "-fPIC", "-o", str(directory / "probe.so"), "-"],
+                           input="#include <string>\nstd::string probe() { return \"x\"; }\n", capture_output=True,
+                           text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"c++ cannot link libstdc++ statically (libstdc++.a not installed): {probe.stderr[-300:]}")
+    return str(wrapper)
+
+
+ERROR_WITH_NUMBERS = r"""
+#include <tensorplug/tensorplug.h>
+#include <sstream>
+void refuse(tensorplug::TensorView x) {
+  TENSORPLUG_CHECK(x.numel() == 0, ValueError) << "refuse: got " << x.numel() << " elements, " << 2.5 << " too many";
+}
+TENSORPLUG_EXPORT(refuse, refuse, "x");
+"""
+
+
+@pytest.mark.skipif(shutil.which("nm") is None, reason="nm (binutils) not installed")
+def test_a_statically_linked_cpp_runtime_stays_inside_the_kernel_library(tmp_path, monkeypatch):
+    # Exported, its std:: symbols would be bound by the next library loaded globally, which
+    # then mixes two copies of the runtime's state (a crash on the first `<< 3`).
+    monkeypatch.setenv("CXX", static_runtime_compiler(tmp_path))
+    (tmp_path / "refuse.cc").write_text(ERROR_WITH_NUMBERS)
+    path = cpp.build("refuse_static", [tmp_path / "refuse.cc"], build_directory=tmp_path / "out")
+    assert dynamic_symbols(path) == {"__tensorplug_refuse", "__tensorplugsig_refuse", "__tensorplugabi_version"}
+    with pytest.raises(ValueError, match=r"^refuse: got 3 elements, 2.5 too many \(check failed"):
+        tensorplug.load_module(path).refuse(np.zeros(3))

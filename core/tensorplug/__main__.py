@@ -41,12 +41,14 @@ def build_flags() -> dict[str, str]:
     from tensorplug import cpp
 
     # Only TENSORPLUG_EXPORT/TP_EXPORT symbols and the ABI record are exported: hidden
-    # visibility, and a version script for the std:: instantiations it misses.
+    # visibility, a version script for the std:: instantiations it misses, and
+    # --exclude-libs for a C++ runtime linked statically.
     visibility = "-fPIC -fvisibility=hidden"
     return {
         "cflags": f"-I{cpp.include_dir()} {visibility}",
         "cxxflags": f"-I{cpp.include_dir()} -std=c++17 {visibility} -fvisibility-inlines-hidden",
-        "ldflags": f"-L{cpp.lib_dir()} -Wl,-rpath,{cpp.lib_dir()} -Wl,--version-script={cpp._kernel_version_script()}",
+        "ldflags": f"-L{cpp.lib_dir()} -Wl,-rpath,{cpp.lib_dir()} {' '.join(cpp._KERNEL_LDFLAGS)} "
+                   f"-Wl,--version-script={cpp._kernel_version_script()}",
         "libs": "-ltensorplug",
     }
 

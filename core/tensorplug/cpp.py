@@ -45,6 +45,11 @@ def compat_include_dir(name: str = "tvm_ffi") -> str:
     return str(Path(include_dir()) / "compat" / _COMPAT[name][0])
 
 
+# A C++ runtime linked statically (libstdc++.a: some compilers do it by default) stays
+# local to the library instead of being exported, where other libraries would bind to it.
+_KERNEL_LDFLAGS = ("-Wl,--exclude-libs,ALL",)
+
+
 def _kernel_version_script() -> str:
     """The linker version script that keeps C++ standard library symbols out of a kernel
     library's dynamic symbol table (cmake/kernel_library.map says why)."""
@@ -152,7 +157,7 @@ def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ld
     version_script = hashlib.sha256(Path(_kernel_version_script()).read_bytes()).hexdigest()
     for part in (name, _headers_digest(), version_script, str(_core.abi_version()),
                  *map(_compiler_identity, compilers.values()),
-                 *extra_cflags, *extra_cuda_cflags, *extra_ldflags, *includes):
+                 *_KERNEL_LDFLAGS, *extra_cflags, *extra_cuda_cflags, *extra_ldflags, *includes):
         h.update(part.encode() + b"\0")
     for src in sources:
         h.update(src.name.encode() + b"\0" + src.read_bytes())
@@ -222,7 +227,7 @@ def _compile(name, sources, kinds, compilers, includes, out_dir, target, extra_c
             headers += _dependencies(depfile, src)
             objects.append(obj)
         linker = compilers.get("c++") or _compiler("c++")
-        ldflags = [f"-L{lib_dir()}", "-ltensorplug", f"-Wl,-rpath,{lib_dir()}",
+        ldflags = [f"-L{lib_dir()}", "-ltensorplug", f"-Wl,-rpath,{lib_dir()}", *_KERNEL_LDFLAGS,
                    f"-Wl,--version-script={_kernel_version_script()}"]
         if "cuda" in kinds:
             cuda_lib = _cuda_lib_dir(compilers["cuda"])
