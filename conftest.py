@@ -17,6 +17,11 @@ ROOT = Path(__file__).parent
 if "TENSORPLUG_CACHE_DIR" not in os.environ:
     os.environ["TENSORPLUG_CACHE_DIR"] = tempfile.mkdtemp(prefix="tensorplug-test-cache-")
 
+# jax puts new arrays on a GPU where it has one, and most of the suite's kernels read host
+# memory: jax arrays default to the CPU here (subprocesses inherit it), and the GPU tests ask
+# for jax.devices("gpu") by name (docs/gpu.md). jax reads this when it is first imported.
+os.environ.setdefault("JAX_DEFAULT_DEVICE", "cpu")
+
 
 @pytest.fixture(scope="session")
 def kernels():

@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -247,3 +248,20 @@ def test_a_statically_linked_cpp_runtime_stays_inside_the_kernel_library(tmp_pat
     assert dynamic_symbols(path) == {"__tensorplug_refuse", "__tensorplugsig_refuse", "__tensorplugabi_version"}
     with pytest.raises(ValueError, match=r"^refuse: got 3 elements, 2.5 too many \(check failed"):
         tensorplug.load_module(path).refuse(np.zeros(3))
+
+
+def test_processes_building_one_kernel_at_once_build_it_once(tmp_path):
+    # Ranks of a job (or test workers) call build() together: one builds, the others wait and
+    # find it current. A second build would replace the file under a process that loaded the
+    # first, whose next load_module of the path is then refused.
+    (tmp_path / "once.cc").write_text(STD_HEAVY)
+    start = time.time() + 3.0  # the processes start their builds together
+    script = (f"import os, time\nfrom tensorplug import cpp\nwhile time.time() < {start}: pass\n"
+              f"path = cpp.build('std_heavy', [{str(tmp_path / 'once.cc')!r}], "
+              f"build_directory={str(tmp_path / 'out')!r})\nprint(os.stat(path).st_ino)\n")
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+    inodes = {out.strip() for out, _ in outs}
+    assert len(inodes) == 1, inodes  # one file: built once, never replaced

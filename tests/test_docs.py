@@ -220,6 +220,7 @@ def test_sphinx_builds_with_warnings_as_errors(tmp_path):
 _JAX_SHARDED = r'''
 import os
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+os.environ["JAX_PLATFORMS"] = "cpu"  # two host devices, also where a GPU is present
 import jax, jax.numpy as jnp, numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from tensorplug import cpp

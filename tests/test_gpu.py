@@ -160,3 +160,26 @@ def test_jax_gpu_result_is_a_jax_array_on_the_gpu(gpu_module):
     y = gpu_module.plus_one(x)
     assert isinstance(y, jax.Array) and y.devices() == {gpu}
     assert bool((y == x + 1).all())
+
+
+def test_cupy_negative_strides_are_refused_not_garbled(gpu_module):
+    # cupy's DLPack export divides a negative byte stride by the item size as an unsigned
+    # number: the kernel would see 4611686018427387903 for -1 (seen with cupy 14.2).
+    cupy = cuda_cupy()
+    x = cupy.arange(8, dtype=cupy.float32)[::-1]
+    with pytest.raises(ValueError, match=r"^plus_one\(\) argument 1 'x': cupy cannot export a tensor with negative "
+                                         r"strides \(stride -1 of dim 0\)"):
+        gpu_module.plus_one(x)
+    y = gpu_module.plus_one(cupy.ascontiguousarray(x))  # the way out the message names
+    assert bool((y == x + 1).all())
+
+
+def test_the_cupy_export_check_reads_strides_in_elements():
+    # The adapter's check reads only `strides` and `itemsize`, which numpy arrays share.
+    np = pytest.importorskip("numpy", reason="numpy not installed")
+    from tensorplug_adapters.cupy import exported
+
+    fine = np.zeros((3, 4), np.float32)[:, ::2]
+    assert exported(fine) is fine
+    with pytest.raises(ValueError, match=r"^cupy cannot export a tensor with negative strides \(stride -2 of dim 1\)"):
+        exported(np.zeros((3, 4), np.float32)[:, ::-2])

@@ -11,6 +11,7 @@ import hashlib
 import http.server
 import json
 import platform
+import os
 import shutil
 import subprocess
 import sys
@@ -233,8 +234,13 @@ def test_select_chooses_the_best_isa_and_explains_every_build(layout):
     assert table[6].endswith("rejected: built for aarch64, this machine is x86_64") and " aarch64 " in table[6]
 
 
+_GLIBC = (os.confstr("CS_GNU_LIBC_VERSION") or "glibc 2.36").split()[1]
+
+
 def _machine(**fields) -> hub.Machine:
-    base = dict(abi=1, os="linux", arch="x86_64", libc="glibc", libc_version="2.36", isa="x86-64-v4",
+    # This machine's glibc: the builds were linked here, and a newer glibc's headers make
+    # them need its version (Ubuntu 24.04's GCC links __isoc23_strtol, glibc 2.38).
+    base = dict(abi=1, os="linux", arch="x86_64", libc="glibc", libc_version=_GLIBC, isa="x86-64-v4",
                 gpus_probed=True)
     return hub.Machine(**{**base, **fields})
 

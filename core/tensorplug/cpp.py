@@ -7,6 +7,7 @@ Results are cached by a hash of the sources, flags, compiler and tensorplug head
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -169,10 +170,16 @@ def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ld
     # build_directory's path does not change with the sources, so the stamp says whether the
     # library is current.
     stamp = out_dir / f"{name}.so.stamp"
-    if not (target.exists() and _stamp_current(stamp, digest)):
-        headers = _compile(name, sources, kinds, compilers, includes, out_dir, target, extra_cflags,
-                           extra_cuda_cflags, extra_ldflags, verbose)
-        _write_if_changed(stamp, json.dumps({"digest": digest, "headers": _file_digests(headers)}, indent=1))
+    # One builder at a time per target (processes of one job build the same kernel at once:
+    # ranks of a training run, test workers): the others wait and find it current, where a
+    # second build would replace the file under a process that loaded the first.
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / f"{name}.so.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target.exists() and _stamp_current(stamp, digest)):
+            headers = _compile(name, sources, kinds, compilers, includes, out_dir, target, extra_cflags,
+                               extra_cuda_cflags, extra_ldflags, verbose)
+            _write_if_changed(stamp, json.dumps({"digest": digest, "headers": _file_digests(headers)}, indent=1))
     if stub is not None:
         from .stubs import write_stub
 

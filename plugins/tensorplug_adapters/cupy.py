@@ -29,11 +29,27 @@ def _allocate(shape, dtype, device):
         return cupy.empty(shape, dtype=dtype)
 
 
+def exported(x):
+    """``x`` for its ``__dlpack__``, refusing negative strides: cupy's export divides each
+    byte stride by the item size as unsigned numbers, so -16 bytes of float32 reach the kernel
+    as 4611686018427387900 elements (seen with cupy 14.2 on a GPU), where it would read wild
+    memory."""
+    for dim, stride in enumerate(x.strides):
+        if stride < 0:
+            raise ValueError(f"cupy cannot export a tensor with negative strides (stride {stride // x.itemsize} of "
+                             f"dim {dim}): its DLPack export turns them into huge positive ones; pass "
+                             f"cupy.ascontiguousarray(x)")
+    return x
+
+
 def _cupy_table() -> ExchangeTable:
     global _table
     if _table is None:
-        _table = ExchangeTable.from_python("cupy", from_dlpack=_cupy().from_dlpack,
-                                           current_stream=_current_stream, allocate=_allocate)
+        # negative_strides=False: cupy's import of negative strides is unproven (its export's
+        # are wrong), so the core refuses to hand cupy such a tensor.
+        _table = ExchangeTable.from_python("cupy", from_dlpack=_cupy().from_dlpack, to_dlpack=exported,
+                                           current_stream=_current_stream, allocate=_allocate,
+                                           negative_strides=False)
     return _table
 
 

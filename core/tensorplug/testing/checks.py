@@ -57,6 +57,16 @@ def needs_host(framework, device=None):
         pytest.skip(f"{framework.name} tensors live on {device}; the kit's element kernels read host memory")
 
 
+def needs_ops(framework) -> None:
+    """Skips with "not provided" unless the adapter has ops (the ``tensorplug_op_impl`` hook)."""
+    import tensorplug
+    from tensorplug.testing.report import NOT_PROVIDED
+
+    record = next((r for r in tensorplug.adapters() if r.name == framework.name), None)
+    if record is None or not hasattr(record.plugin, "tensorplug_op_impl"):
+        pytest.skip(NOT_PROVIDED)
+
+
 def needs_cuda(framework) -> str:
     devices = framework.cuda_devices()
     if not devices:

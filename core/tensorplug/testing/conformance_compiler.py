@@ -16,6 +16,7 @@ import pytest
 
 import tensorplug
 from tensorplug.testing import capability
+from tensorplug.testing.checks import needs_host, needs_ops
 from tensorplug.testing.report import NOT_PROVIDED
 
 
@@ -40,9 +41,7 @@ def _declare_once(name, function, **rules):
 def _compile(framework, program):
     """``program`` compiled by the framework; skips with "not provided" unless the adapter
     has ops in its compiler (the ``tensorplug_op_impl`` hook) and its Framework compiles."""
-    record = next((r for r in tensorplug.adapters() if r.name == framework.name), None)
-    if record is None or not hasattr(record.plugin, "tensorplug_op_impl"):
-        pytest.skip(NOT_PROVIDED)
+    needs_ops(framework)
     compiled = framework.compile(program)
     if compiled is None:
         pytest.skip(f"{NOT_PROVIDED}: the adapter's Framework has no compile()")
@@ -62,7 +61,8 @@ class TestCompiler:
 
     def test_allocating_ops_match_eager(self, tensorplug_adapter, tensorplug_kernels):
         fw = tensorplug_adapter
-        fw.require_cpu(fw.device)
+        needs_ops(fw)  # "not provided" before "lives on a GPU"
+        needs_host(fw)
         ops = kit_ops(tensorplug_kernels)
 
         def program(x):
@@ -80,7 +80,8 @@ class TestCompiler:
         # A framework with mutable tensors writes the argument; one with immutable arrays
         # returns the written value as a new array. Either is read back the same way.
         fw = tensorplug_adapter
-        fw.require_cpu(fw.device)
+        needs_ops(fw)  # "not provided" before "lives on a GPU"
+        needs_host(fw)
         ops = kit_ops(tensorplug_kernels)
 
         def program(x):

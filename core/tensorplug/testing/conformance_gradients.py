@@ -18,6 +18,7 @@ import pytest
 import tensorplug
 from tensorplug.gradients import no_backward_message
 from tensorplug.testing import capability
+from tensorplug.testing.checks import needs_host, needs_ops
 from tensorplug.testing.report import NOT_PROVIDED
 
 # What an adapter may raise for a gradient it cannot give: a clear error, never a zero.
@@ -39,17 +40,10 @@ def gradient_ops(kernels) -> SimpleNamespace:
     )
 
 
-def _require_ops(framework) -> None:
-    """Skips with "not provided" unless the adapter has ops (the ``tensorplug_op_impl`` hook)."""
-    record = next((r for r in tensorplug.adapters() if r.name == framework.name), None)
-    if record is None or not hasattr(record.plugin, "tensorplug_op_impl"):
-        pytest.skip(NOT_PROVIDED)
-
-
 def _gradient(framework, fn, *args):
     """The gradients of ``sum(fn(*args))``; skips with "not provided" unless the adapter has
     ops and its Framework differentiates."""
-    _require_ops(framework)
+    needs_ops(framework)
     grads = framework.gradient(fn, *args)
     if grads is None:
         pytest.skip(f"{NOT_PROVIDED}: the adapter's Framework has no gradient()")
@@ -69,7 +63,8 @@ class TestGradients:
 
     def test_declared_backward_gives_the_gradients(self, tensorplug_adapter, tensorplug_kernels):
         fw = tensorplug_adapter
-        fw.require_cpu(fw.device)
+        needs_ops(fw)  # "not provided" before "lives on a GPU"
+        needs_host(fw)
         ops = gradient_ops(tensorplug_kernels)
         a, b = _floats(fw, [1.0, -2.0, 3.5]), _floats(fw, [4.0, 0.5, -1.0])
         grad_a, grad_b = _gradient(fw, lambda a, b: ops.mul(ops.mul(a, b), a), a, b)  # sum(a*a*b)
@@ -78,10 +73,11 @@ class TestGradients:
 
     def test_declared_backward_inside_the_compiler(self, tensorplug_adapter, tensorplug_kernels):
         fw = tensorplug_adapter
-        fw.require_cpu(fw.device)
+        needs_ops(fw)  # "not provided" before "lives on a GPU"
+        needs_host(fw)
         ops = gradient_ops(tensorplug_kernels)
         a, b = _floats(fw, [1.0, -2.0, 3.5]), _floats(fw, [4.0, 0.5, -1.0])
-        _require_ops(fw)
+        needs_ops(fw)
         compiled = fw.compile(lambda a, b: ops.mul(a, b))
         if compiled is None:
             pytest.skip(f"{NOT_PROVIDED}: the adapter's Framework has no compile()")
@@ -91,7 +87,8 @@ class TestGradients:
 
     def test_an_op_without_a_backward_names_itself(self, tensorplug_adapter, tensorplug_kernels):
         fw = tensorplug_adapter
-        fw.require_cpu(fw.device)
+        needs_ops(fw)  # "not provided" before "lives on a GPU"
+        needs_host(fw)
         ops = gradient_ops(tensorplug_kernels)
         a = _floats(fw, [1.0, 2.0])
         with pytest.raises(_CLEAR_ERRORS) as refused:

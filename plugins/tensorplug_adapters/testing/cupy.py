@@ -6,7 +6,7 @@ import contextlib
 
 import pytest
 
-from tensorplug.testing.framework import Framework, Unsupported, device_index
+from tensorplug.testing.framework import NEGATIVE_STRIDES, Framework, Refusal, Unsupported, device_index
 
 
 class CupyFramework(Framework):
@@ -18,6 +18,12 @@ class CupyFramework(Framework):
 
     def unsupported_dtype(self, dtype):
         return "cupy has no bfloat16" if dtype == "bfloat16" else None
+
+    def refusals(self):
+        # The adapter refuses negative strides both ways (cupy's DLPack export garbles them).
+        refusal = Refusal(ValueError,
+                          r"cupy cannot (import|export) a tensor with negative strides \(stride -\d+ of dim \d\)")
+        return dict.fromkeys(NEGATIVE_STRIDES, refusal)
 
     def cuda_devices(self):
         import cupy

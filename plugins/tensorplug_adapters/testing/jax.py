@@ -63,7 +63,11 @@ class JaxFramework(Framework):
     def gradient(self, fn, *args):
         import jax
 
-        return tuple(jax.grad(lambda *a: fn(*a).sum(), argnums=tuple(range(len(args))))(*args))
+        # The cotangents jax makes live on its default device (a GPU where there is one):
+        # keep them with the arguments, where the kernels under test read them.
+        (device,) = args[0].devices()
+        with jax.default_device(device):
+            return tuple(jax.grad(lambda *a: fn(*a).sum(), argnums=tuple(range(len(args))))(*args))
 
 
 @pytest.hookimpl(optionalhook=True)  # the kit's hook: absent under -p no:tensorplug
