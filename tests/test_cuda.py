@@ -6,6 +6,7 @@ import pytest
 
 import tensorplug
 from tensorplug import cpp
+from test_gpu import cuda_cupy, cuda_torch
 
 np = pytest.importorskip("numpy")
 
@@ -45,13 +46,6 @@ def cuda_module():
     return cpp.load_inline("cuda_add_one", "", cuda_sources=CUDA_SOURCE, functions=["add_one_cuda", "plus_one_cuda"])
 
 
-def cuda_device_or_skip():
-    torch = pytest.importorskip("torch", reason="torch not installed")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    return torch
-
-
 def test_cuda_sources_compile_and_load(cuda_module):
     assert cuda_module.functions == ("add_one_cuda", "plus_one_cuda")
     assert cuda_module.add_one_cuda.signature_text == "x:view;y:mview->int"
@@ -61,7 +55,7 @@ def test_cuda_sources_compile_and_load(cuda_module):
 
 
 def test_torch_current_stream_is_seen(cuda_module):
-    torch = cuda_device_or_skip()
+    torch = cuda_torch()
     x = torch.arange(1000, dtype=torch.float32, device="cuda")
     y = torch.empty_like(x)
     assert cuda_module.add_one_cuda(x, y) == torch.cuda.current_stream().cuda_stream
@@ -77,7 +71,7 @@ def test_torch_current_stream_is_seen(cuda_module):
 
 
 def test_torch_tensor_on_another_device(cuda_module):
-    torch = cuda_device_or_skip()
+    torch = cuda_torch()
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two CUDA devices")
     x = torch.ones(10, device="cuda:1")
@@ -88,12 +82,7 @@ def test_torch_tensor_on_another_device(cuda_module):
 
 
 def test_cupy_current_stream_is_seen(cuda_module):
-    cupy = pytest.importorskip("cupy", reason="cupy not installed")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() == 0:
-            pytest.skip("no CUDA device")
-    except cupy.cuda.runtime.CUDARuntimeError:
-        pytest.skip("no CUDA device")
+    cupy = cuda_cupy()
     x = cupy.arange(1000, dtype=cupy.float32)
     y = cupy.empty_like(x)
     with cupy.cuda.Stream() as stream:
@@ -112,5 +101,5 @@ def test_jax_gpu_arrays(cuda_module):
         pytest.skip("no CUDA device")
     x = jax.device_put(jax.numpy.arange(1000, dtype=jax.numpy.float32), gpu)
     out = cuda_module.plus_one_cuda(x)  # jax has no current-stream API: the default stream
-    assert isinstance(out, jax.Array)
+    assert isinstance(out, jax.Array) and out.devices() == {gpu}
     np.testing.assert_array_equal(np.asarray(out), np.arange(1000, dtype=np.float32) + 1)
