@@ -77,7 +77,6 @@ class TestGradients:
         needs_host(fw)
         ops = gradient_ops(tensorplug_kernels)
         a, b = _floats(fw, [1.0, -2.0, 3.5]), _floats(fw, [4.0, 0.5, -1.0])
-        needs_ops(fw)
         compiled = fw.compile(lambda a, b: ops.mul(a, b))
         if compiled is None:
             pytest.skip(f"{NOT_PROVIDED}: the adapter's Framework has no compile()")
