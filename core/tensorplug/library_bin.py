@@ -10,7 +10,7 @@ blob's bytes (``.incbin``)::
     cpp.build("host", ["host.cc", source])
 
 From the shell: ``python -m tensorplug.library_bin -o build/ --shared-library
-avx2=k_avx2.so --shared-library generic=k.so --ptx kernels.ptx``.
+avx2=k_avx2.so --shared-library generic=k.so --ptx kernels.ptx --cubin kernels.cubin``.
 """
 
 from __future__ import annotations
@@ -89,6 +89,16 @@ def ptx_payload(text: str) -> bytes:
     return text.encode() + b"\0"
 
 
+def cubin_payload(image: bytes) -> bytes:
+    """The payload of a ``cubin`` module: a CUDA ELF image (``nvcc -cubin``); its kernels
+    (``__global__`` functions) are the module's functions."""
+    image = bytes(image)
+    if not image.startswith(b"\x7fELF"):
+        raise ValueError(f"cubin_payload() argument 'image': expected a CUDA ELF image (nvcc -cubin), got "
+                         f"{len(image)} bytes starting {image[:4]!r}")
+    return image
+
+
 def write_assembly(blob: bytes, directory, name: str = "library_bin") -> Path:
     """Write ``<name>.bin`` (the blob) and ``<name>.S`` (defining the exported symbol
     with ``.incbin``) into ``directory``; returns the ``.S`` path, a source to compile
@@ -120,6 +130,7 @@ def main(argv=None) -> int:
     parser.add_argument("--shared-library", action="append", default=[], metavar="ISA=PATH[,ISA=PATH...]",
                         help="one shared_library module; its variants, most specific first (repeat for more modules)")
     parser.add_argument("--ptx", action="append", default=[], metavar="PATH", help="one ptx module per file")
+    parser.add_argument("--cubin", action="append", default=[], metavar="PATH", help="one cubin module per file")
     args = parser.parse_args(argv)
     modules = []
     for spec in args.shared_library:
@@ -132,8 +143,10 @@ def main(argv=None) -> int:
         modules.append(("shared_library", shared_library_payload(variants)))
     for path in args.ptx:
         modules.append(("ptx", ptx_payload(Path(path).read_text())))
+    for path in args.cubin:
+        modules.append(("cubin", cubin_payload(Path(path).read_bytes())))
     if not modules:
-        parser.error("nothing to embed: give --shared-library or --ptx")
+        parser.error("nothing to embed: give --shared-library, --ptx or --cubin")
     print(os.fspath(write_assembly(pack(modules), args.output)))
     return 0
 

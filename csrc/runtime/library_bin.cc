@@ -1,6 +1,7 @@
 // The embedded library binary (`__tensorplug__library_bin`, layout in docs/cpp.md) and
 // the module kinds libtensorplug provides: `shared_library` (a kernel library loaded from
-// memory, one variant per CPU ISA) and `ptx` (CUDA kernels, loaded with the driver API).
+// memory, one variant per CPU ISA), `ptx` and `cubin` (CUDA kernels, loaded with the driver
+// API).
 // A kind is a global function `load_from_bytes.<kind>(data, size, host_path)` returning a
 // lookup function: lookup(name) -> function or None, lookup() -> tuple of names.
 //
@@ -566,24 +567,96 @@ int PTXLookupCall(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
   return 0;
 }
 
-int LoadPTX(void*, const TPAny* args, int32_t nargs, TPAny* result) {
-  const unsigned char* data;
-  uint64_t size;
-  std::string host;
-  if (!LoaderArgs("ptx", args, nargs, &data, &size, &host)) return -1;
+// The lookup function of a module of CUDA kernels: `image` for cuModuleLoadData (PTX text
+// with its NUL, or a cubin), `kernels` its entry names.
+int CudaModuleLookup(const unsigned char* image, uint64_t size, std::vector<std::string> kernels, TPAny* result) {
   auto* module = new (std::nothrow) PTXModule;  // leaked: see PTXKernel
   if (!module) return Fail("MemoryError", "out of memory");
-  module->text.assign(reinterpret_cast<const char*>(data), size);  // cuModuleLoadData needs the NUL
-  module->kernels = PTXEntries(module->text);
-  if (module->kernels.empty()) {
-    delete module;
-    return Fail("ValueError", "ptx payload: no kernel (.entry) in the PTX text");
-  }
+  module->text.assign(reinterpret_cast<const char*>(image), size);
+  module->kernels = std::move(kernels);
   TPFunctionHandle lookup = nullptr;
   if (TPFunctionCreate(module, PTXLookupCall, nullptr, nullptr, &lookup) != 0) return -1;
   result->type_index = kTPFunction;
   result->v_func = lookup;
   return 0;
+}
+
+int LoadPTX(void*, const TPAny* args, int32_t nargs, TPAny* result) {
+  const unsigned char* data;
+  uint64_t size;
+  std::string host;
+  if (!LoaderArgs("ptx", args, nargs, &data, &size, &host)) return -1;
+  std::vector<std::string> kernels = PTXEntries(std::string(reinterpret_cast<const char*>(data), size));
+  if (kernels.empty()) return Fail("ValueError", "ptx payload: no kernel (.entry) in the PTX text");
+  return CudaModuleLookup(data, size, std::move(kernels), result);  // the text keeps its NUL
+}
+
+// ---- cubin: payload = a CUDA ELF image (nvcc -cubin). Kernels are the symbols of type
+// FUNC marked as entries (st_other bit STO_CUDA_ENTRY, 0x10), read from the ELF symbol
+// table with bounds checks, so the host loads on any machine; the launch is ptx's
+// (cuModuleLoadData takes a cubin image as it takes PTX text).
+constexpr uint16_t kEMCuda = 190;           // e_machine of NVIDIA's ELF images
+constexpr uint32_t kSHTSymtab = 2;          // sh_type of the symbol table
+constexpr unsigned char kSTTFunc = 2;       // symbol type FUNC (low 4 bits of st_info)
+constexpr unsigned char kSTOCudaEntry = 0x10;  // st_other: a __global__ function
+
+// Fills `names` with the entry kernels of the ELF64 image, or returns why it is no cubin.
+std::string CubinEntries(const unsigned char* data, uint64_t size, std::vector<std::string>* names) {
+  using tensorplug::runtime::Reader;
+  Reader r{data, size};
+  const unsigned char* ident;
+  if (!r.Bytes(16, &ident) || std::memcmp(ident, "\x7f" "ELF", 4) != 0) return "not an ELF image";
+  if (ident[4] != 2 || ident[5] != 1) return "not a 64-bit little-endian ELF image";
+  uint16_t type, machine, ehsize, phentsize, phnum, shentsize, shnum;
+  uint32_t version, flags;
+  uint64_t entry, phoff, shoff;
+  if (!(r.Read(&type) && r.Read(&machine) && r.Read(&version) && r.Read(&entry) && r.Read(&phoff) &&
+        r.Read(&shoff) && r.Read(&flags) && r.Read(&ehsize) && r.Read(&phentsize) && r.Read(&phnum) &&
+        r.Read(&shentsize) && r.Read(&shnum))) {
+    return "truncated ELF header";
+  }
+  if (machine != kEMCuda) return "ELF machine " + std::to_string(machine) + ", not CUDA (190)";
+  if (shentsize != 64 || shoff > size || uint64_t(shnum) * 64 > size - shoff) return "section table out of bounds";
+  auto section = [&](uint32_t index, uint32_t* sh_type, uint32_t* link, uint64_t* offset, uint64_t* length) {
+    Reader s{data, size, shoff + uint64_t(index) * 64};
+    uint32_t name;
+    uint64_t sh_flags, addr;
+    return s.Read(&name) && s.Read(sh_type) && s.Read(&sh_flags) && s.Read(&addr) && s.Read(offset) &&
+           s.Read(length) && s.Read(link) && *offset <= size && *length <= size - *offset;
+  };
+  for (uint32_t i = 0; i < shnum; ++i) {
+    uint32_t sh_type, link, strtab_type, strtab_link;
+    uint64_t offset, length, str_offset, str_length;
+    if (!section(i, &sh_type, &link, &offset, &length)) return "section " + std::to_string(i) + " out of bounds";
+    if (sh_type != kSHTSymtab) continue;
+    if (link >= shnum || !section(link, &strtab_type, &strtab_link, &str_offset, &str_length)) {
+      return "symbol names out of bounds";
+    }
+    for (uint64_t at = 0; at + 24 <= length; at += 24) {  // Elf64_Sym: 24 bytes
+      Reader sym{data + offset + at, 24};
+      uint32_t name;
+      unsigned char info, other;
+      if (!(sym.Read(&name) && sym.Read(&info) && sym.Read(&other))) return "truncated symbol";
+      if ((info & 0xf) != kSTTFunc || !(other & kSTOCudaEntry)) continue;
+      if (name >= str_length) return "a symbol name out of bounds";
+      const char* text = reinterpret_cast<const char*>(data + str_offset + name);
+      const size_t n = strnlen(text, size_t(str_length - name));
+      if (n == 0 || n == str_length - name) return "a symbol name out of bounds";
+      names->emplace_back(text, n);
+    }
+  }
+  return names->empty() ? "no kernel (no FUNC symbol marked as an entry)" : "";
+}
+
+int LoadCubin(void*, const TPAny* args, int32_t nargs, TPAny* result) {
+  const unsigned char* data;
+  uint64_t size;
+  std::string host;
+  if (!LoaderArgs("cubin", args, nargs, &data, &size, &host)) return -1;
+  std::vector<std::string> kernels;
+  const std::string problem = CubinEntries(data, size, &kernels);
+  if (!problem.empty()) return Fail("ValueError", "cubin payload: " + problem);
+  return CudaModuleLookup(data, size, std::move(kernels), result);
 }
 
 // The built-in kinds, registered like any runtime's kinds.
@@ -594,6 +667,7 @@ void RegisterKind(const char* name, TPPackedFunc loader) {
   TPFunctionRelease(f);
 }
 const bool g_registered = (RegisterKind("load_from_bytes.shared_library", LoadSharedLibrary),
-                           RegisterKind("load_from_bytes.ptx", LoadPTX), true);
+                           RegisterKind("load_from_bytes.ptx", LoadPTX),
+                           RegisterKind("load_from_bytes.cubin", LoadCubin), true);
 
 }  // namespace
