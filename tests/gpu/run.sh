@@ -65,8 +65,9 @@ torch.cuda.is_available(), 'jax', jax.__version__, jax.devices(), 'cupy', cupy._
         --json "$out/bench_compile.json"
       ;;
     suite)
+      # A worker that crashes is replaced (the run goes on); its test is reported as failed.
       step suite "${SUITE_SECONDS:-300}" "$py" -m pytest -q -rs -p no:cacheprovider -n "${WORKERS:-14}" \
-        --dist loadfile --junitxml="$out/suite.xml"
+        --dist loadfile --max-worker-restart=30 --junitxml="$out/suite.xml"
       ;;
     kit)
       step kit 90 "$py" -m pytest -q -rs -p no:cacheprovider tests/test_conformance.py
@@ -74,4 +75,15 @@ torch.cuda.is_available(), 'jax', jax.__version__, jax.devices(), 'cupy', cupy._
     *) echo "unknown step $s"; exit 2 ;;
   esac
 done
+# The failures of every JUnit report, one line each, for a quick read of the run.
+"$py" - "$out" <<'PY'
+import pathlib, sys, xml.etree.ElementTree as ET
+for report in sorted(pathlib.Path(sys.argv[1]).glob("*.xml")):
+    cases = list(ET.parse(report).iter("testcase"))
+    bad = [c for c in cases if c.find("failure") is not None or c.find("error") is not None]
+    print(f"== {report.name}: {len(cases)} tests, {len(bad)} failed")
+    for c in bad:
+        e = c.find("failure") if c.find("failure") is not None else c.find("error")
+        print(f"  {c.get('classname')}::{c.get('name')}: {(e.get('message') or '').splitlines()[0][:200] if e.get('message') else ''}")
+PY
 exit $status
