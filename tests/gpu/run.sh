@@ -8,7 +8,7 @@
 #            compile benchmark on the GPU
 #   suite    the whole suite, in parallel (pytest-xdist, one file per worker)
 #   kit      the conformance kit alone, in one process: its capability report per adapter
-# Usage: tests/gpu/run.sh [install] [gpu] [bench] [suite] [kit]   (default: install gpu bench)
+# Usage: tests/gpu/run.sh [install] [gpu] [suite] [kit] [bench]   (default: install suite kit bench)
 # Logs and JUnit reports go to $OUT (default ./gpu-run). Each step is bounded by a timeout so
 # that one hang leaves the others their time; the exit status is the first failing step's.
 set -uo pipefail
@@ -20,7 +20,7 @@ export PYTHONUNBUFFERED=1
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 py="${PYTHON:-python3}"
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(install gpu bench)
+[ ${#steps[@]} -gt 0 ] || steps=(install suite kit bench)
 status=0
 
 # The files holding the GPU tests (grep for "no CUDA device" and "cupy not installed").
