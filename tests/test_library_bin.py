@@ -580,3 +580,21 @@ def test_mutated_cubins_are_loaded_or_refused_never_crash(built, tmp_path):
     assert done.returncode == 0, done.stderr
     counts = [int(word) for word in done.stdout.replace(",", " ").split() if word.isdigit()]
     assert counts[0] == 2000 and counts[1] + counts[2] == 2000 and counts[1] > 0 and counts[2] > 0, done.stdout
+
+
+def test_a_launch_refuses_tensors_off_its_device_before_the_driver(built):
+    # Item 3 of the GPU issue on every machine: the fake GPU's tensors report cuda:0 and
+    # cuda:1 (tests/fake_device.py); the launch names the argument on the other device, and
+    # a host tensor, before it asks for a driver.
+    np = pytest.importorskip("numpy", reason="numpy not installed")
+    from fake_device import CUDA, FakeDeviceAdapter, FakeDeviceTensor, registered
+
+    m = tensorplug.load_module(built["ptx"])
+    x = FakeDeviceTensor(np.zeros(4, np.float32), device=(CUDA, 0))
+    with registered(FakeDeviceAdapter("fakegpu_launch")):
+        with pytest.raises(ValueError, match=r"^add_one\(\) argument 9: expected a tensor on the launch's CUDA "
+                                             r"device$"):
+            m.add_one(1, 1, 1, 32, 1, 1, 0, x, FakeDeviceTensor(np.zeros(4, np.float32), device=(CUDA, 1)), 4)
+        with pytest.raises(ValueError, match=r"^add_one\(\) argument 8: expected a tensor on the launch's CUDA "
+                                             r"device$"):
+            m.add_one(1, 1, 1, 32, 1, 1, 0, np.zeros(4, np.float32), x, 4)
