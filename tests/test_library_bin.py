@@ -331,6 +331,17 @@ def _cuda_available() -> bool:
         return False
 
 
+def _cuda_torch():
+    """torch, where both the CUDA driver (for the launch) and torch's CUDA build (for the
+    tensors) are there; else the test skips saying which is missing."""
+    if not _cuda_available():
+        pytest.skip("no CUDA device")
+    torch = pytest.importorskip("torch", reason="torch not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device (torch has no CUDA build)")
+    return torch
+
+
 def test_a_ptx_module_lists_its_kernels_on_any_machine(built):
     m = tensorplug.load_module(built["ptx"])
     assert m.functions == ("add_one", "host_hello")
@@ -341,11 +352,7 @@ def test_a_ptx_module_lists_its_kernels_on_any_machine(built):
 
 
 def test_a_ptx_kernel_runs_on_the_gpu(built):
-    if not _cuda_available():
-        pytest.skip("no CUDA device")
-    torch = pytest.importorskip("torch", reason="torch not installed")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device (torch has no CUDA build)")
+    torch = _cuda_torch()
     m = tensorplug.load_module(built["ptx"])
     x = torch.arange(1000, dtype=torch.float32, device="cuda")
     out = torch.empty_like(x)
@@ -508,11 +515,7 @@ def test_a_cubin_module_lists_its_kernels_on_any_machine(built):
 
 
 def test_a_cubin_kernel_runs_on_the_gpu(built):
-    if not _cuda_available():
-        pytest.skip("no CUDA device")
-    torch = pytest.importorskip("torch", reason="torch not installed")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device (torch has no CUDA build)")
+    torch = _cuda_torch()
     major, minor = torch.cuda.get_device_capability()
     cubin = _cubin(built["tmp"], f"sm_{major}{minor}")
     m = tensorplug.load_module(_host(built["tmp"], "cubinhost_gpu", library_bin.pack([("cubin", cubin)])))
