@@ -189,6 +189,50 @@ def test_an_exception_below_the_autograd_kernel_keeps_its_text(routed):
     assert str(info.value).startswith("tpnative::axpy_routed(): ValueError: ")
 
 
+@pytest.fixture
+def noted_text_only():
+    # Every failed hop reports the text tensorplug noted when it raised, as on a torch before
+    # 2.13, whose shim keeps no exception text (torch_exception_get_what_without_backtrace).
+    exchange.torch_native_shim_text(False)
+    try:
+        yield
+    finally:
+        exchange.torch_native_shim_text(True)
+
+
+def test_where_torch_keeps_no_text_the_caller_gets_the_text_tensorplug_noted(ops, routed, noted_text_only,
+                                                                             hop_only):
+    # A Python exception below the Python Autograd kernel of `grad` (noted there).
+    class Refuse(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            raise ValueError(f"{func} refused by the mode")
+
+    x = torch.ones(3)
+    with Refuse(), pytest.raises(RuntimeError) as info:
+        routed.scale(x, 2.0, None)
+    assert str(info.value) == "ValueError: tpnative.scale_routed.nograd refused by the mode"
+    # The kernel's own error below the hop to `nograd` (noted by its handler).
+    with pytest.raises(RuntimeError) as info:
+        routed.axpy(torch.ones(3), torch.ones(2), torch.ones(3), 1.0)
+    assert str(info.value) == ("tpnative::axpy_routed(): ValueError: axpy: x, y and out must have one shape, "
+                               "got [3], [2], [3] (check failed: x.sizes() == y.sizes() && x.sizes() == out.sizes())")
+    # The refusal of a gradient through a written argument (the Python kernel's own).
+    with pytest.raises(RuntimeError, match=r"^tpnative::axpy_routed writes 'out' in place and has no gradient"):
+        routed.axpy(torch.ones(3, requires_grad=True), torch.ones(3), torch.ones(3), 1.0)
+    # An exception tensorplug did not raise has no noted text, and never an earlier call's.
+    quiet = tensorplug.op("tpnoted::scale", ops.module.scale, returns=tensorplug.like("x"))
+    lib = torch.library.Library("tpnoted", "FRAGMENT")
+
+    def refuse(keyset, *args):
+        raise ValueError("refused below autograd")
+
+    lib.impl("scale.nograd", refuse, "ADInplaceOrView", with_keyset=True)
+    with pytest.raises(RuntimeError) as info:
+        quiet(torch.ones(3), 2.0, None)
+    assert str(info.value) == "tpnoted::scale.nograd failed in torch's dispatcher, which kept no message"
+    assert routed.scale(x, 2.0, None).tolist() == [2.0, 2.0, 2.0]  # nothing left behind
+
+
 @pytest.fixture(scope="module")
 def observed(ops):
     # An op of its own whose `nograd` overload records each call that reaches it: a Python

@@ -12,7 +12,7 @@ from . import _core
 
 __all__ = ["jax_importer", "numpy_exchange_api", "numpy_read_only_probe", "torch_lazy_view_probe", "torch_native_define",
            "torch_native_direct", "torch_native_direct_off", "torch_native_has_autograd",
-           "torch_native_has_bump_version", "torch_native_thread_keys",
+           "torch_native_has_bump_version", "torch_native_note_raised", "torch_native_shim_text", "torch_native_thread_keys",
            "torch_native_load", "torch_native_register", "xla_ffi_define", "xla_ffi_handler"]
 
 
@@ -104,6 +104,20 @@ def torch_native_has_autograd() -> bool:
     ``c10::TensorImpl::requires_grad`` and ``TorchDispatchModeTLS::any_modes_set``);
     False before :func:`torch_native_load`."""
     return _core.torch_native_has_autograd()
+
+
+def torch_native_note_raised(error: BaseException) -> None:
+    """Note, for the calling thread, the exception a Python Autograd kernel of a tensorplug
+    op is raising: the native Autograd kernel above it reports this text where torch's shim
+    keeps none (torch before 2.13, csrc/python/torch_native.cc)."""
+    _core.torch_native_note_raised(f"{type(error).__name__}: {error}")
+
+
+def torch_native_shim_text(on: bool) -> None:
+    """Whether the native Autograd kernel reports torch's own text of an exception raised
+    below its hop where torch's shim keeps one (``True``, the default), or always the text
+    tensorplug noted, as on a torch before 2.13 (tests run both paths on one torch)."""
+    _core.torch_native_shim_text(on)
 
 
 def torch_native_thread_keys() -> int | None:

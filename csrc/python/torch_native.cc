@@ -1038,12 +1038,22 @@ void RefuseLazyWrites(const TorchPlan& plan, const StableIValue* stack) {
   }
 }
 
+// The text of the last exception this thread's tensorplug torch code raised: a handler's
+// (HandlerAt), or the Python Autograd kernel's of `grad` (torch_native_note_raised, in
+// torch_autograd.py). A torch before 2.13 has no torch_exception_get_what_without_backtrace:
+// its torch_call_dispatcher keeps no text, and the caller gets this one instead. Cleared
+// before each hop, so that it is never an earlier call's.
+thread_local std::string t_raised;
+std::atomic<bool> g_shim_text_on{true};  // torch's text taken where its shim keeps one (tests turn it off)
+
 // The text of the exception torch_call_dispatcher caught: a Python exception's as
 // "<Kind>: <message>" (pybind11's form, with its traceback after "\n\nAt:\n" cut off),
-// the kind dropped where it is RuntimeError, the type the caller gets.
+// the kind dropped where it is RuntimeError, the type the caller gets. torch's own text
+// where its shim keeps one, else the text tensorplug's code noted when it raised.
 std::string CaughtMessage(const TorchPlan& plan, const char* overload) {
-  const char* what = g_shim.exception_what != nullptr ? g_shim.exception_what() : nullptr;
-  std::string text = what != nullptr ? what : "";
+  const bool shim_text = g_shim.exception_what != nullptr && g_shim_text_on.load(std::memory_order_relaxed);
+  const char* what = shim_text ? g_shim.exception_what() : nullptr;
+  std::string text = what != nullptr ? what : t_raised;
   const size_t traceback = text.find("\n\nAt:\n");
   if (traceback != std::string::npos) text.resize(traceback);
   constexpr const char kRuntimeError[] = "RuntimeError: ";
@@ -1065,6 +1075,7 @@ void RunAutograd(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, 
   if (direct && plan.writes && num_args == plan.params.size()) RefuseLazyWrites(plan, stack);
   const char* overload = no_grad_path ? kNoGradOverload : kGradOverload;
   // The call takes the stack's values and leaves the results on it, as this kernel must.
+  t_raised.clear();
   if (g_shim.call_dispatcher(plan.op.c_str(), overload, stack, kTorch210) != 0) {
     throw std::runtime_error(CaughtMessage(plan, overload));
   }
@@ -1076,7 +1087,12 @@ template <PlanRunner kRun, int32_t kSlot>
 void HandlerAt(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   const TorchPlan* plan = g_plan_slots[kSlot].load(std::memory_order_acquire);
   if (plan == nullptr) throw std::runtime_error("tensorplug torch kernel " + std::to_string(kSlot) + " has no plan");
-  kRun(*plan, stack, num_args, num_outputs);
+  try {
+    kRun(*plan, stack, num_args, num_outputs);
+  } catch (const std::exception& e) {
+    t_raised = e.what();  // for a hop above this one whose torch keeps no text (CaughtMessage)
+    throw;
+  }
 }
 
 template <PlanRunner kRun, size_t... kSlots>
@@ -1437,6 +1453,25 @@ PyObject* DirectOffPy(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// torch_native_note_raised(text): note the text of an exception the Python Autograd kernel
+// is raising, for the native Autograd kernel's hop above it (t_raised).
+PyObject* NoteRaisedPy(PyObject*, PyObject* text) {
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(text, &size);
+  if (data == nullptr) return nullptr;
+  t_raised.assign(data, static_cast<size_t>(size));
+  Py_RETURN_NONE;
+}
+
+// torch_native_shim_text(on): whether a failed hop reports torch's text where its shim keeps
+// one (True, the default), or always tensorplug's noted text, as before torch 2.13.
+PyObject* ShimTextPy(PyObject*, PyObject* on) {
+  const int truth = PyObject_IsTrue(on);
+  if (truth < 0) return nullptr;
+  g_shim_text_on.store(truth != 0, std::memory_order_relaxed);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef kTorchNativeMethods[] = {
     {"torch_native_load", GuardedMethod<LoadPy>(), METH_O,
      "torch_native_load(paths) -> None, or the missing shim symbols (str)"},
@@ -1456,6 +1491,10 @@ PyMethodDef kTorchNativeMethods[] = {
      "torch_native_direct_off(): the Autograd kernel's direct call off"},
     {"torch_native_has_bump_version", GuardedMethod<HasBumpVersionPy>(), METH_NOARGS,
      "torch_native_has_bump_version() -> bool: whether the native kernel can bump the version of a tensor it writes"},
+    {"torch_native_note_raised", GuardedMethod<NoteRaisedPy>(), METH_O,
+     "torch_native_note_raised(text): the text of the exception a Python Autograd kernel raises, for torch < 2.13"},
+    {"torch_native_shim_text", GuardedMethod<ShimTextPy>(), METH_O,
+     "torch_native_shim_text(on): whether a failed hop reports torch's own text where its shim keeps one"},
     {nullptr, nullptr, 0, nullptr},
 };
 

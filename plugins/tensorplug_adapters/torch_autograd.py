@@ -15,6 +15,10 @@ formula of each ``torch.library`` custom op, registered with the op (``torch_com
   with grad mode on and a tensor argument requiring grad, naming the op: a gradient through
   its in-place write would be silently wrong.
 
+Each Autograd kernel here notes the text of an exception it raises or passes on
+(``exchange.torch_native_note_raised``): the native Autograd kernel above it, which calls
+it through torch's dispatcher, reports that text where torch keeps none (before 2.13).
+
 The Autograd kernel is Python (torch has no other way to add one without a C++ build):
 calls with tensors that require no grad, or under ``torch.no_grad()``, pass below autograd
 at once, but every eager call pays one Python kernel (docs/decisions.md has the number).
@@ -22,6 +26,7 @@ at once, but every eager call pays one Python kernel (docs/decisions.md has the 
 
 from __future__ import annotations
 
+from tensorplug.exchange import torch_native_note_raised
 from tensorplug.gradients import no_backward_message
 from tensorplug.shapes import dtype_name
 
@@ -70,11 +75,15 @@ def _autograd_kernel(torch, op, setup_context, backward, below: str):
 
     def autograd(keyset, *args):
         nonlocal overload
-        if overload is None:
-            overload = _below(torch, op, below)
-        if is_grad_enabled() and any_requires_grad(*args):
-            return formula.apply(*args)
-        return overload.redispatch(keyset & below_autograd, *args)
+        try:
+            if overload is None:
+                overload = _below(torch, op, below)
+            if is_grad_enabled() and any_requires_grad(*args):
+                return formula.apply(*args)
+            return overload.redispatch(keyset & below_autograd, *args)
+        except Exception as error:
+            torch_native_note_raised(error)
+            raise
 
     autograd.__name__ = f"{op.opname}_autograd"
     return autograd
@@ -141,11 +150,15 @@ def _refuse_grad_of_written(torch, op, below: str):
 
     def autograd(keyset, *args):
         nonlocal overload
-        if torch.is_grad_enabled() and any(args[i] is not None and args[i].requires_grad for i in tensors):
-            raise RuntimeError(message)
-        if overload is None:
-            overload = _below(torch, op, below)
-        return overload.redispatch(keyset & below_autograd, *args)
+        try:
+            if torch.is_grad_enabled() and any(args[i] is not None and args[i].requires_grad for i in tensors):
+                raise RuntimeError(message)
+            if overload is None:
+                overload = _below(torch, op, below)
+            return overload.redispatch(keyset & below_autograd, *args)
+        except Exception as error:
+            torch_native_note_raised(error)
+            raise
 
     autograd.__name__ = f"{op.opname}_autograd"
     return autograd
