@@ -19,9 +19,11 @@ Each Autograd kernel here notes the text of an exception it raises or passes on
 (``exchange.torch_native_note_raised``): the native Autograd kernel above it, which calls
 it through torch's dispatcher, reports that text where torch keeps none (before 2.13).
 
-The Autograd kernel is Python (torch has no other way to add one without a C++ build):
-calls with tensors that require no grad, or under ``torch.no_grad()``, pass below autograd
-at once, but every eager call pays one Python kernel (docs/decisions.md has the number).
+These kernels are Python. Where an op has the native kernel (``torch_native``), its
+default overload's Autograd kernel is native and calls the kernel here (registered on the
+``grad`` overload) only for a call that needs Python: a gradient, a dispatch mode, a tensor
+subclass. Elsewhere the kernel here is the default overload's, and every eager call pays
+it (docs/decisions.md has the numbers).
 """
 
 from __future__ import annotations
