@@ -2,8 +2,11 @@
 two adapter hooks (tensorplug_op_declared, tensorplug_op_impl) as a third party uses them.
 Each framework's compiler is tested in tests/test_op_<framework>.py."""
 
+import functools
+import gc
 import subprocess
 import sys
+import weakref
 
 import pytest
 
@@ -274,3 +277,81 @@ def test_declaring_an_op_imports_no_framework():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+class _Tag:
+    """A tensor type of its own, claimed by _ChoiceAdapter."""
+
+
+class _ChoiceAdapter:
+    """Claims ops for _Tag arguments with a callable that reports the call it got."""
+
+    def __init__(self):
+        self.asked = []
+
+    @tensorplug.hookimpl
+    def tensorplug_adapter_info(self):
+        return tensorplug.AdapterInfo(name="choice", framework="numpy", tensor_types=("_Tag",),
+                                      capabilities=(), fast_path=False)
+
+    @tensorplug.hookimpl
+    def tensorplug_op_impl(self, op, arg_type):
+        self.asked.append((op.name, arg_type.__name__))
+        return (lambda *args, **kwargs: ("chosen", args, kwargs)) if arg_type is _Tag else None
+
+
+class _List(list):
+    """Not a list to the op: only exact lists and tuples stand for their first item."""
+
+
+def test_a_plain_call_chooses_as_the_call_tracers_read(ops):
+    # A plain call runs _core.OpCall's loop in C; Op.__call__, which torch.compile inlines,
+    # is the same loop in Python. Each way an argument can decide, through both:
+    adapter = _ChoiceAdapter()
+    tensorplug.register_adapter(adapter)
+    try:
+        op = tensorplug.op("tpchoice::scale", ops.module.scale, returns=like("x"))
+        x, tag = np.arange(3, dtype=np.float32), _Tag()
+        chosen = [
+            ((tag, 2.0, None), {}),  # the first argument
+            ((x,), {"alpha": 2.0, "bias": tag}),  # numpy and float decide nothing; a keyword does
+            (([tag], 2.0, None), {}),  # a list stands for its first item
+            (((), tag, None), {}),  # an empty tuple is skipped
+        ]
+        for args, kwargs in chosen:
+            assert op(*args, **kwargs) == ("chosen", args, kwargs)
+            assert tensorplug.Op.__call__(op, *args, **kwargs) == ("chosen", args, kwargs)
+        # Nothing decides: the kernel function, with its own errors.
+        np.testing.assert_array_equal(op(x, 2.0, None), 2 * x)
+        np.testing.assert_array_equal(tensorplug.Op.__call__(op, x, alpha=2.0, bias=None), 2 * x)
+        for call in (op, functools.partial(tensorplug.Op.__call__, op)):
+            with pytest.raises(TypeError, match=r"^scale\(\) argument 1 'x': expected a tensor"):
+                call([x, tag], 2.0, None)  # the list's first item (numpy) decides nothing
+            with pytest.raises(TypeError, match=r"^scale\(\) argument 1 'x': expected a tensor"):
+                call(_List([tag]), 2.0, None)
+        # Each type was asked of the adapters once (Python's scalars when the op was declared), then cached.
+        asked = [t for name, t in adapter.asked if name == op.name]
+        assert len(asked) == len(set(asked)) and {"_Tag", "ndarray", "_List", "float"} <= set(asked)
+        assert "list" not in asked and "tuple" not in asked  # their items were asked
+    finally:
+        tensorplug.unregister_adapter(adapter)
+
+
+def test_an_op_refuses_a_call_before_its_init_and_collects_its_cycles(ops):
+    bare = tensorplug.Op.__new__(tensorplug.Op)
+    with pytest.raises(TypeError, match=r"^Op object called before its __init__ set '_impls' \(a dict\) and "
+                                        r"'function'$"):
+        bare(np.ones(2), 1.0, None)
+    # The collector sees what the C part holds: a cycle through it is freed.
+    op = ops.scale
+    assert any(r is op._impls for r in gc.get_referents(op)) and any(r is op.function for r in gc.get_referents(op))
+
+    class Held(tensorplug._core.OpCall):
+        pass
+
+    held = Held()
+    held._impls, held.function = {_Tag: held}, ops.module.scale
+    ref = weakref.ref(held)
+    del held
+    gc.collect()
+    assert ref() is None

@@ -74,7 +74,7 @@ def parse_signature(text: str) -> tuple[tuple[Param, ...], str]:
     return tuple(params), result.partition("<")[0]
 
 
-class Op:
+class Op(_core.OpCall):
     """A kernel function declared as an operator (made by :func:`tensorplug.op`).
 
     Calling it calls the function, with the same arguments, results and errors; for the
@@ -168,8 +168,9 @@ class Op:
 
     # ------------------------------------------------------------------------ calls ----
     def __call__(self, *args, **kwargs):
-        # Written for graph tracers too (torch.compile inlines it): plain dict lookups of
-        # types resolved beforehand; only a type never seen reaches resolve().
+        # What graph tracers read (torch.compile inlines it): plain dict lookups of types
+        # resolved beforehand; only a type never seen reaches resolve(). A plain call runs
+        # the same loop in C (_core.OpCall, csrc/python/op_call.cc; op_call_install below).
         impls = self._impls
         for arg in (*args, *kwargs.values()) if kwargs else args:
             if type(arg) in _LISTS:  # a views (or ints) argument: its first item decides
@@ -254,6 +255,10 @@ class Op:
         self._impls.clear()
         for arg_type in seen:
             self.resolve(arg_type)
+
+
+# Plain calls of an Op run OpCall's loop in C; Op.__call__ above stays for tracers.
+_core.op_call_install(Op)
 
 
 def _spec_text(spec: TensorSpec) -> str:
