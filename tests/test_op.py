@@ -355,3 +355,17 @@ def test_an_op_refuses_a_call_before_its_init_and_collects_its_cycles(ops):
     del held
     gc.collect()
     assert ref() is None
+
+
+def test_a_subclass_keeps_the_c_call_unless_it_defines_its_own(ops):
+    class Plain(tensorplug.Op):
+        pass
+
+    class Own(tensorplug.Op):
+        def __call__(self, *args, **kwargs):
+            return "its own"
+
+    x = np.arange(3, dtype=np.float32)
+    plain = Plain("tpsub::scale", ops.module.scale, returns=like("x"))
+    np.testing.assert_array_equal(plain(x, 2.0, None), 2 * x)
+    assert Own("tpown::scale", ops.module.scale, returns=like("x"))(x, 2.0, None) == "its own"

@@ -290,4 +290,11 @@ MUTATIONS = [
     Mutation("negative-rule-dimension-unchecked", "core/tensorplug/ops.py",
              "if any(isinstance(extent, int) and extent < 0 for extent in spec.shape):", "if False:",
              ("tests/test_op.py", "-k", "negative_dimension"), "a rule's negative dimension reaches jax and torch"),
+    # ---- the Op's C call and torch's hop before 2.13 -----------------------------------------
+    Mutation("op-call-lists-not-unwrapped", "csrc/python/op_call.cc",
+             "if (PyList_CheckExact(arg) || PyTuple_CheckExact(arg)) {", "if (false) {",
+             ("tests/test_op.py", "-k", "chooses"), "a plain Op call judges a list by its own type, not its first item"),
+    Mutation("hop-text-not-noted", "csrc/python/torch_native.cc",
+             "    t_raised = e.what();", "    (void)e;",
+             ("tests/test_torch_native.py", "-k", "noted"), "before torch 2.13 a kernel error below the hop loses its text"),
 ]
