@@ -8,6 +8,7 @@ backwards, in the namespace ``tpgrad`` (op names are process-wide), for tests/te
 - ``scale_by(x, w, alpha)``: differentiable in ``x`` only, a scalar saved;
 - ``plain_square(x)``: no backward;
 - ``short(x)``, ``int32_grad(x)``: backwards returning a gradient of the wrong shape, dtype;
+- ``int32_grad_by_rule(x)``: the int32 gradient from a backward op whose own rule says int32;
 - ``twice_into(x, out)``: writes ``out`` (no backward can be declared).
 """
 
@@ -47,5 +48,9 @@ def ops() -> SimpleNamespace:
                  backward=backward(mod.short_backward, saves=("x",), differentiable=("x",))),
         int32_grad=op("tpgrad::int32_grad", mod.square, returns=like("x"),
                       backward=backward(mod.int32_backward, saves=("x",), differentiable=("x",))),
+        int32_grad_by_rule=op("tpgrad::int32_grad_by_rule", mod.square, returns=like("x"),
+                              backward=backward(op("tpgrad::int32_backward_by_rule", mod.int32_backward,
+                                                   returns=like("x", dtype="int32")),
+                                                saves=("x",), differentiable=("x",))),
         twice_into=op("tpgrad::twice_into", mod.twice_into),
     )

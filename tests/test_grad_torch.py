@@ -144,6 +144,15 @@ def test_a_gradient_of_the_wrong_dtype_names_the_op_and_the_input(ops):
         ops.int32_grad(_x(3)).sum().backward()
 
 
+def test_a_backward_op_true_to_its_own_rule_still_owes_each_input_its_dtype(ops):
+    # The backward op declares int32 and returns it, so its own check passes; the gradient
+    # is then checked against its input, as torch would otherwise cast it silently.
+    with pytest.raises(ValueError, match=r"^tpgrad::int32_grad_by_rule: the backward tpgrad::int32_backward_by_rule "
+                                         r"returned a gradient for 'x' of shape \(3,\) and dtype int32; expected "
+                                         r"shape \(3,\) and dtype float64, those of 'x'$"):
+        ops.int32_grad_by_rule(_x(3)).sum().backward()
+
+
 def test_a_gradient_of_a_parameter_not_declared_differentiable_is_an_error(ops):
     x, w = _x(3), _x(3)
     with pytest.raises(RuntimeError, match=r"^tpgrad::scale_by: parameter 'w' is not differentiable \(the op's "

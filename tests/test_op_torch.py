@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch")
 import op_kernels  # noqa: E402  (tests/op_kernels.py)
 
 import tensorplug  # noqa: E402
+from tensorplug_adapters import torch_native  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -284,6 +285,36 @@ _LIES = {
     "dtype": ("tptest::scale_declared_float64", "float32[2, 3]", "float64[2, 3]"),
     "shape": ("tptest::row_sum_declared_by_columns", "float32[2]", "float32[3]"),
 }
+
+
+@pytest.fixture(scope="module")
+def python_rule_liars(ops):
+    """The same lies told by Python shape functions: such ops keep torch's Python kernel
+    (torch_native.reason), which checks results in Python (torch_compile._checked)."""
+    return {
+        "dtype": tensorplug.op("tptest::scale_shaped_float64", ops.module.scale,
+                               returns=lambda x, alpha, bias: tensorplug.TensorSpec(tuple(x.shape), "float64")),
+        "shape": tensorplug.op("tptest::row_sum_shaped_by_columns", ops.module.row_sum,
+                               returns=lambda x: tensorplug.TensorSpec((x.shape[1],), x.dtype)),
+    }
+
+
+@pytest.mark.parametrize("lie", sorted(_LIES))
+@pytest.mark.parametrize("backend", ["eager op", "aot_eager", "inductor"])
+def test_the_python_kernel_refuses_a_result_that_differs_from_its_shape_function(python_rule_liars, lie, backend):
+    op = python_rule_liars[lie]
+    assert torch_native.reason(op).startswith("its output rule '<lambda>' is a Python shape function")
+    _, returned, declared = _LIES[lie]
+    args = (_x(2, 3), 2.0, None) if lie == "dtype" else (_x(2, 3),)
+    if backend == "eager op":
+        call = op
+    else:
+        torch._dynamo.reset()
+        call = torch.compile(lambda *args: op(*args) + 1, backend=backend, fullgraph=True)
+    with pytest.raises(ValueError) as info:
+        call(*args)
+    assert str(info.value) == (f"op '{op.name}' returned {returned} as result 0, but its shape rule declares "
+                               f"{declared}")
 
 
 @pytest.mark.parametrize("lie", sorted(_LIES))
