@@ -1,8 +1,8 @@
 """Property-based tests (hypothesis) of the paths that convert and allocate, over generated
 shapes, strides (negative, zero, size-1 dimensions, offsets), dtypes (sub-byte and vector
 lanes included) and every installed framework: argument conversion, results converted to
-every framework, output rules, ``is_contiguous``/``ForEachOffset``, the XLA handler's copies
-and the compat accessors.
+every framework, output rules, ``is_contiguous``/``ForEachOffset``, the XLA handler's copies,
+the compat accessors, and an op's two call loops (C and Python) over generated arguments.
 
 Each test is bounded (``BOUNDED``: a fixed number of examples, no deadline, derandomized so
 a CI run is reproducible and costs the same each time; no example database written to
@@ -12,6 +12,7 @@ disk). Raise ``max_examples`` locally to search harder:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -367,3 +368,63 @@ def test_jit_copies_or_refuses_kernel_owned_results(owned_op, rows, cols, skip, 
             jax.block_until_ready(run(x))
     else:
         np.testing.assert_array_equal(np.asarray(run(x)), x + 100)
+
+
+class _Claimed:
+    """A tensor type of its own, claimed for ops by _ClaimingAdapter."""
+
+
+class _NotAList(list):
+    """Not a list to an op: only exact lists and tuples stand for their first item."""
+
+
+class _ClaimingAdapter:
+    @tensorplug.hookimpl
+    def tensorplug_adapter_info(self):
+        return tensorplug.AdapterInfo(name="claiming", framework="numpy", tensor_types=("_Claimed",),
+                                      capabilities=(), fast_path=False)
+
+    @tensorplug.hookimpl
+    def tensorplug_op_impl(self, op, arg_type):
+        if arg_type is not _Claimed:
+            return None
+        return lambda *args, **kwargs: ("claimed", tuple(map(id, args)), tuple(kwargs))
+
+
+@pytest.fixture(scope="module")
+def claimed_op(kernels):
+    adapter = _ClaimingAdapter()
+    tensorplug.register_adapter(adapter)
+    try:
+        yield tensorplug.op("tpprop::shaped", kernels.shaped, returns=tensorplug.like("x"))
+    finally:
+        tensorplug.unregister_adapter(adapter)
+
+
+_ARRAY = np.arange(3, dtype=np.float32)
+_CLAIMED = _Claimed()
+_SCALARS = st.sampled_from([_ARRAY, _CLAIMED, None, 2, 1.5, "s", object()])
+_ARGS = st.recursive(_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                       st.lists(inner, max_size=3).map(tuple),
+                                                       st.lists(inner, max_size=2).map(_NotAList)),
+                     max_leaves=6)
+
+
+def _outcome(call, args, kwargs):
+    try:
+        result = call(*args, **kwargs)
+    except Exception as error:  # the function's own refusals: compared by type and text
+        return ("raised", type(error), str(error))
+    if isinstance(result, np.ndarray):
+        return ("array", result.dtype, result.shape, result.tobytes())
+    return ("returned", result)
+
+
+@bounded(200)
+@given(args=st.lists(_ARGS, max_size=4),
+       kwargs=st.dictionaries(st.sampled_from(["x", "n", "other"]), _ARGS, max_size=2))
+def test_an_op_s_c_call_and_its_python_call_agree(claimed_op, args, kwargs):
+    # The C loop (plain calls) and Op.__call__ (what dynamo inlines) pick the same callable,
+    # or the kernel function, for any mix of arguments: the same result or the same error.
+    python_call = functools.partial(tensorplug.Op.__call__, claimed_op)
+    assert _outcome(claimed_op, args, kwargs) == _outcome(python_call, args, kwargs)
