@@ -299,18 +299,22 @@ def python_rule_liars(ops):
     }
 
 
+def _lying_call(op, lie, backend):
+    # The lying op called eagerly, or from a compiled graph that uses its result.
+    args = (_x(2, 3), 2.0, None) if lie == "dtype" else (_x(2, 3),)
+    if backend == "eager op":
+        return op, args
+    torch._dynamo.reset()
+    return torch.compile(lambda *args: op(*args) + 1, backend=backend, fullgraph=True), args
+
+
 @pytest.mark.parametrize("lie", sorted(_LIES))
 @pytest.mark.parametrize("backend", ["eager op", "aot_eager", "inductor"])
 def test_the_python_kernel_refuses_a_result_that_differs_from_its_shape_function(python_rule_liars, lie, backend):
     op = python_rule_liars[lie]
     assert torch_native.reason(op).startswith("its output rule '<lambda>' is a Python shape function")
     _, returned, declared = _LIES[lie]
-    args = (_x(2, 3), 2.0, None) if lie == "dtype" else (_x(2, 3),)
-    if backend == "eager op":
-        call = op
-    else:
-        torch._dynamo.reset()
-        call = torch.compile(lambda *args: op(*args) + 1, backend=backend, fullgraph=True)
+    call, args = _lying_call(op, lie, backend)
     with pytest.raises(ValueError) as info:
         call(*args)
     assert str(info.value) == (f"op '{op.name}' returned {returned} as result 0, but its shape rule declares "
@@ -325,12 +329,7 @@ def test_result_that_differs_from_the_output_rule_is_refused_naming_the_op(liars
     # handler checks (tests/test_op_jax.py), in its words.
     name, returned, declared = _LIES[lie]
     op = liars[lie]
-    args = (_x(2, 3), 2.0, None) if lie == "dtype" else (_x(2, 3),)
-    if backend == "eager op":
-        call = op
-    else:
-        torch._dynamo.reset()
-        call = torch.compile(lambda *args: op(*args) + 1, backend=backend, fullgraph=True)
+    call, args = _lying_call(op, lie, backend)
     # These ops' rules compile to torch's native kernel (tensorplug_adapters.torch_native),
     # which raises through torch's C++ boundary: RuntimeError, the message as the XLA
     # handler's with the device (docs/decisions.md, "torch's native kernel").
