@@ -72,19 +72,54 @@ static void* run(void* unused) {
   return 0;
 }
 
-/* 0: done (results in out), 1: still blocked after timeout_s, 2/3: torch failed. */
-int scale_from_thread(const char* libtorch_cpu, double alpha, double timeout_s, float* out) {
-  job.lib = dlopen(libtorch_cpu, RTLD_NOW | RTLD_NOLOAD);
-  job.alpha = alpha;
-  job.rc = -1;
+/* tptest::row_sum of [[0, 1], [2, 3]]: the result's two values in job.result. */
+static void* run_row_sum(void* unused) {
+  (void)unused;
+  call_t call = (call_t)dlsym(job.lib, "torch_call_dispatcher");
+  empty_t empty = (empty_t)dlsym(job.lib, "aoti_torch_empty_strided");
+  data_t data = (data_t)dlsym(job.lib, "aoti_torch_get_data_ptr");
+  delete_t del = (delete_t)dlsym(job.lib, "aoti_torch_delete_tensor_object");
+  code_t f32 = (code_t)dlsym(job.lib, "aoti_torch_dtype_float32");
+  code_t cpu = (code_t)dlsym(job.lib, "aoti_torch_device_type_cpu");
+  int64_t sizes[2] = {2, 2}, strides[2] = {2, 1};
+  void* x = 0;
+  if (empty(2, sizes, strides, f32(), cpu(), 0, &x)) { job.rc = 2; return 0; }
+  float* px = 0;
+  data(x, (void**)&px);
+  for (int i = 0; i < 4; ++i) px[i] = (float)i;
+  uint64_t stack[1] = {(uint64_t)(uintptr_t)x};  /* moved into the call */
+  if (call("tptest::row_sum", "", stack, (2ull << 56) | (10ull << 48))) { job.rc = 3; return 0; }
+  float* out = 0;
+  data((void*)(uintptr_t)stack[0], (void**)&out);
+  memcpy(job.result, out, 2 * sizeof(float));
+  del((void*)(uintptr_t)stack[0]);
+  job.rc = 0;
+  return 0;
+}
+
+static int wait_for(void* (*body)(void*), double timeout_s, float* out) {
   pthread_t thread;
-  pthread_create(&thread, 0, run, 0);
+  pthread_create(&thread, 0, body, 0);
   struct timespec deadline;
   clock_gettime(CLOCK_REALTIME, &deadline);
   deadline.tv_sec += (time_t)timeout_s;
   if (pthread_timedjoin_np(thread, 0, &deadline) != 0) return 1;
   memcpy(out, job.result, sizeof job.result);
   return job.rc;
+}
+
+int row_sum_from_thread(const char* libtorch_cpu, double timeout_s, float* out) {
+  job.lib = dlopen(libtorch_cpu, RTLD_NOW | RTLD_NOLOAD);
+  job.rc = -1;
+  return wait_for(run_row_sum, timeout_s, out);
+}
+
+/* 0: done (results in out), 1: still blocked after timeout_s, 2/3: torch failed. */
+int scale_from_thread(const char* libtorch_cpu, double alpha, double timeout_s, float* out) {
+  job.lib = dlopen(libtorch_cpu, RTLD_NOW | RTLD_NOLOAD);
+  job.alpha = alpha;
+  job.rc = -1;
+  return wait_for(run, timeout_s, out);
 }
 """
 

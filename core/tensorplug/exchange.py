@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from . import _core
 
-__all__ = ["jax_importer", "numpy_exchange_api", "numpy_read_only_probe", "torch_lazy_view_probe", "torch_native_define",
-           "torch_native_direct", "torch_native_direct_off", "torch_native_has_autograd",
+__all__ = ["jax_importer", "numpy_exchange_api", "numpy_read_only_probe", "torch_lazy_view_probe", "torch_native_bridge_entry",
+           "torch_native_bridge_kinds", "torch_native_bridge_read", "torch_native_define", "torch_native_direct", "torch_native_direct_off", "torch_native_has_autograd",
            "torch_native_has_bump_version", "torch_native_note_raised", "torch_native_shim_text", "torch_native_thread_keys",
            "torch_native_load", "torch_native_register", "xla_ffi_define", "xla_ffi_handler"]
 
@@ -96,6 +96,27 @@ def torch_native_register(slot: int, namespace: str, dispatch_key: str, name: st
     :func:`torch_native_direct` is on, a call that meets no dispatch key below autograd
     runs the plan's kernel itself instead of passing on to ``name.nograd``."""
     _core.torch_native_register(slot, namespace, dispatch_key, name)
+
+
+def torch_native_bridge_entry() -> tuple[int, int, int]:
+    """What the compiled torch bridge (``tensorplug_adapters/torch_bridge.cc``) calls:
+    ``(interface version, address of the run function, address of its error text)``, for
+    the bridge's ``tp_torch_bridge_init``."""
+    return _core.torch_native_bridge_entry()
+
+
+def torch_native_bridge_read(address: int) -> None:
+    """Read torch tensors through the compiled bridge's ``tp_torch_bridge_read`` at
+    ``address`` (torch's inline accessors) instead of the shim's seven calls; 0 returns to
+    the shim."""
+    _core.torch_native_bridge_read(address)
+
+
+def torch_native_bridge_kinds(slot: int) -> str:
+    """One letter per parameter of plan ``slot`` (``t`` tensor, ``i`` int, ``f`` float, ``b``
+    bool) as the compiled bridge passes them, or ``""`` where it cannot run the plan (an
+    optional, list, string, device, dtype or owning tensor parameter)."""
+    return _core.torch_native_bridge_kinds(slot)
 
 
 def torch_native_has_autograd() -> bool:

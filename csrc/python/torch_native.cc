@@ -171,24 +171,54 @@ void TorchOwnedDeleter(DLManagedTensorVersioned* self) {
   delete owned;
 }
 
-// Describe torch tensor `h` as `view` (the shim's size and stride arrays are borrowed: they
-// live as long as the tensor). False with *error set for a dtype or device DLPack lacks.
+// A torch tensor as torch reports it (sizes and strides borrowed: they live as long as the
+// tensor). The compiled torch bridge (torch_bridge.cc, its TensorFacts) fills the same layout.
+struct TensorFacts {
+  void* data;  // with the storage offset applied
+  const int64_t* sizes;
+  const int64_t* strides;
+  int64_t ndim;
+  int32_t dtype;         // c10::ScalarType
+  int32_t device_type;   // c10::DeviceType
+  int32_t device_index;  // -1 for the CPU
+  int32_t readable;      // 0 where torch refused (no storage, symbolic sizes)
+};
+
+// The compiled bridge's reader (torch's inline accessors, one call), set when the bridge is
+// attached; else the shim's seven calls.
+using BridgeRead = void (*)(const void* tensor, TensorFacts* out);
+std::atomic<BridgeRead> g_bridge_read{nullptr};
+
+inline bool DescribeFacts(const TensorFacts& facts, DLTensor* view, std::string* error);
+
+// Describe torch tensor `h` as `view`. False with *error set for a dtype or device DLPack
+// lacks.
 bool Describe(AtenTensorHandle h, DLTensor* view, std::string* error) {
-  int64_t ndim = 0;
-  int32_t dtype = 0, device_type = 0, device_index = 0;
-  int64_t* sizes = nullptr;
-  int64_t* strides = nullptr;
-  void* data = nullptr;
-  if (g_shim.get_dim(h, &ndim) || g_shim.get_sizes(h, &sizes) || g_shim.get_strides(h, &strides) ||
-      g_shim.get_dtype(h, &dtype) || g_shim.get_device_type(h, &device_type) || g_shim.get_data_ptr(h, &data)) {
+  TensorFacts facts{};
+  if (BridgeRead read = g_bridge_read.load(std::memory_order_relaxed)) {
+    read(h, &facts);
+  } else {
+    int64_t* sizes = nullptr;
+    int64_t* strides = nullptr;
+    facts.device_index = -1;
+    // A CPU tensor's index is -1 (DLPack's 0): asked of the other devices only.
+    facts.readable = !(g_shim.get_dim(h, &facts.ndim) || g_shim.get_sizes(h, &sizes) ||
+                       g_shim.get_strides(h, &strides) || g_shim.get_dtype(h, &facts.dtype) ||
+                       g_shim.get_device_type(h, &facts.device_type) || g_shim.get_data_ptr(h, &facts.data) ||
+                       (facts.device_type != g_torch_cpu && g_shim.get_device_index(h, &facts.device_index)));
+    facts.sizes = sizes;
+    facts.strides = strides;
+  }
+  return DescribeFacts(facts, view, error);
+}
+
+inline bool DescribeFacts(const TensorFacts& facts, DLTensor* view, std::string* error) {
+  if (!facts.readable) {
     *error = "torch could not describe the tensor";
     return false;
   }
-  // A CPU tensor's index is -1 (DLPack's 0): asked of the other devices only.
-  if (device_type != g_torch_cpu && g_shim.get_device_index(h, &device_index)) {
-    *error = "torch could not describe the tensor";
-    return false;
-  }
+  const int32_t dtype = facts.dtype, device_type = facts.device_type, device_index = facts.device_index;
+  const int64_t ndim = facts.ndim;
   DLDataType dl;
   if (!DLFromTorchDType(dtype, &dl)) {
     *error = "torch dtype code " + std::to_string(dtype) + " has no DLPack equivalent";
@@ -204,8 +234,9 @@ bool Describe(AtenTensorHandle h, DLTensor* view, std::string* error) {
     return false;
   }
   // The shim's data pointer includes the storage offset; a CPU tensor's index is -1.
-  *view = DLTensor{data, DLDevice{static_cast<DLDeviceType>(dl_device), device_index < 0 ? 0 : device_index},
-                   static_cast<int32_t>(ndim), dl, sizes, strides, 0};
+  *view = DLTensor{facts.data, DLDevice{static_cast<DLDeviceType>(dl_device), device_index < 0 ? 0 : device_index},
+                   static_cast<int32_t>(ndim), dl, const_cast<int64_t*>(facts.sizes),
+                   const_cast<int64_t*>(facts.strides), 0};
   return true;
 }
 
@@ -377,10 +408,13 @@ struct TorchPlan {
   void* self;
   std::vector<ParamPlan> params;
   std::vector<OutputRule> outputs;  // one per tensor the function returns
+  std::vector<size_t> written;       // the indices of the written parameters
   bool writes = false;               // a parameter is written
+  std::string bridge_kinds;          // one letter per parameter where the compiled bridge can run it, else ""
 };
 
 constexpr int32_t kMaxPlans = 1024;
+constexpr size_t kBridgeMaxParams = 32;  // torch_bridge.cc's kMaxParams
 std::atomic<const TorchPlan*> g_plan_slots[kMaxPlans];
 std::mutex g_define_mutex;
 int32_t g_next_slot = 0;
@@ -402,14 +436,17 @@ constexpr size_t kInlineParams = 16;
 
 // What the call owns of the stack until it ends (torch hands the kernel its values): per
 // parameter a tensor handle, a list handle or a string handle (nullptr once moved or for
-// None).
+// None). Nothing is owned of a borrowed stack (the compiled bridge's: its tensor handles
+// point into torch's own stack).
 struct Owned {
   const TorchPlan& plan;
+  const bool borrowed;
   FrameArray<void*, kInlineParams> by_param;
-  Owned(const TorchPlan& p, size_t n) : plan(p), by_param(n) {
+  Owned(const TorchPlan& p, size_t n, bool borrowed_stack) : plan(p), borrowed(borrowed_stack), by_param(n) {
     for (size_t i = 0; i < n; ++i) by_param.data[i] = nullptr;
   }
   ~Owned() {
+    if (borrowed) return;
     for (size_t i = 0; i < plan.params.size(); ++i) {
       void* h = by_param.data[i];
       if (h == nullptr) continue;
@@ -604,7 +641,11 @@ struct AnyGuard {
   }
 };
 
-void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+// Runs `plan` on torch's `stack` and leaves its results there as new handles. The stack's
+// values are taken, unless `borrowed` (the compiled bridge's stack, whose values are
+// torch's; `facts`, per parameter, what it read of each tensor argument).
+void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint64_t num_outputs, bool borrowed,
+             const TensorFacts* facts = nullptr) {
   const size_t n = plan.params.size();
   if (num_args != n || num_outputs != plan.outputs.size()) {
     Fail(plan, "RuntimeError", "torch passed " + std::to_string(num_args) + " argument(s) and expects " +
@@ -612,7 +653,7 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
                                    " and " + std::to_string(plan.outputs.size()));
   }
   // First: every stack value is taken (owned by `owned`), so that an error below leaks nothing.
-  Owned owned(plan, n);
+  Owned owned(plan, n, borrowed);
   FrameArray<StableIValue, kInlineParams> values(n);
   size_t total_items = 0, total_ints = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -620,16 +661,19 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
     StableIValue v = stack[i];
     if (p.optional && !Unbox(stack[i], &v)) v = 0;  // None: no handle (0 is never one)
     values.data[i] = v;
-    const bool handle = p.kind == Kind::kView || p.kind == Kind::kTensor || p.kind == Kind::kViews ||
-                        p.kind == Kind::kInts || p.kind == Kind::kStr;
-    if (handle) owned.by_param.data[i] = reinterpret_cast<void*>(static_cast<uintptr_t>(v));
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const Kind kind = plan.params[i].kind;
-    if ((kind == Kind::kViews || kind == Kind::kInts) && owned.by_param.data[i] != nullptr) {
-      size_t size = 0;
-      g_shim.list_size(owned.by_param.data[i], &size);
-      (kind == Kind::kViews ? total_items : total_ints) += size;
+    switch (p.kind) {
+      case Kind::kView:
+      case Kind::kTensor:
+      case Kind::kStr: owned.by_param.data[i] = reinterpret_cast<void*>(static_cast<uintptr_t>(v)); break;
+      case Kind::kViews:
+      case Kind::kInts: {
+        owned.by_param.data[i] = reinterpret_cast<void*>(static_cast<uintptr_t>(v));
+        size_t size = 0;
+        if (v != 0) g_shim.list_size(owned.by_param.data[i], &size);
+        (p.kind == Kind::kViews ? total_items : total_ints) += size;
+        break;
+      }
+      default: break;
     }
   }
   FrameArray<AtenTensorHandle, kInlineParams> item_handles(total_items);
@@ -667,7 +711,9 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
     switch (p.kind) {
       case Kind::kView: {
         auto h = reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(v));
-        if (!Describe(h, &views.data[i], &error)) arg_error(p, error);
+        if (!(facts ? DescribeFacts(facts[i], &views.data[i], &error) : Describe(h, &views.data[i], &error))) {
+          arg_error(p, error);
+        }
         if (p.written) {
           const Overlap overlap = ElementsOverlap(views.data[i]);
           if (overlap != Overlap::kNone) Fail(plan, "ValueError", "argument '" + p.name + "': " +
@@ -811,13 +857,14 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
       fail(e.what());
     }
   };
-  for (size_t i = 0, item = 0; i < n; ++i) {
-    const ParamPlan& p = plan.params[i];
+  for (const size_t i : plan.written) {
     const TPAny& a = args.data[i];
-    const size_t size = a.type_index == kTPArray ? static_cast<size_t>(a.v_array->size) : 0;
-    if (p.written && a.type_index == kTPDLTensorPtr) bump(p, owned.by_param.data[i], 0, false);
-    for (size_t j = 0; p.written && j < size; ++j) bump(p, item_handles.data[item + j], j, true);
-    item += size;
+    if (a.type_index == kTPDLTensorPtr) bump(plan.params[i], owned.by_param.data[i], 0, false);
+    if (a.type_index != kTPArray) continue;
+    const size_t first = static_cast<size_t>(a.v_array->items - items.data);  // the list's items' handles
+    for (size_t j = 0; j < static_cast<size_t>(a.v_array->size); ++j) {
+      bump(plan.params[i], item_handles.data[first + j], j, true);
+    }
   }
   TPAny result;
   result.type_index = kTPNone;
@@ -992,7 +1039,7 @@ bool NothingBelowAutograd(uint64_t keys) {
 // Releases every value of `stack` (this kernel owns them, as RunPlan does) for a call that
 // is refused before it runs.
 void ReleaseStack(const TorchPlan& plan, const StableIValue* stack) {
-  Owned owned(plan, plan.params.size());  // deletes the handles noted below
+  Owned owned(plan, plan.params.size(), false);  // deletes the handles noted below
   for (size_t i = 0; i < plan.params.size(); ++i) {
     const ParamPlan& p = plan.params[i];
     StableIValue v = stack[i];
@@ -1019,7 +1066,7 @@ void ReleaseStack(const TorchPlan& plan, const StableIValue* stack) {
 // an out= result ("Expected Tensor but got None", naming neither op nor argument); this
 // names both, in the words of the plain call's refusal (torch_lazy_views.cc), and releases
 // the stack.
-void RefuseLazyWrites(const TorchPlan& plan, const StableIValue* stack) {
+void RefuseLazyWrites(const TorchPlan& plan, const StableIValue* stack, bool borrowed) {
   std::string refusal;
   ForEachTensor(plan, stack, true, [&](const ParamPlan& p, StableIValue handle, int64_t item) {
     const void* impl = handle != 0 ? *reinterpret_cast<void* const*>(static_cast<uintptr_t>(handle)) : nullptr;
@@ -1033,7 +1080,7 @@ void RefuseLazyWrites(const TorchPlan& plan, const StableIValue* stack) {
     return false;
   });
   if (!refusal.empty()) {
-    ReleaseStack(plan, stack);
+    if (!borrowed) ReleaseStack(plan, stack);
     Fail(plan, "ValueError", refusal);
   }
 }
@@ -1062,23 +1109,28 @@ std::string CaughtMessage(const TorchPlan& plan, const char* overload) {
   return text;
 }
 
-void RunAutograd(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+// The Autograd kernel's call. Returns the overload a borrowed stack's call passes on to
+// (the compiled bridge calls it on torch's stack), else nullptr.
+const char* RunAutograd(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint64_t num_outputs,
+                        bool borrowed, const TensorFacts* facts = nullptr) {
   const bool direct = g_direct_on.load(std::memory_order_acquire);
   ArgumentKeys seen;
   const bool no_grad_path = num_args == plan.params.size() && !g_shim.any_dispatch_mode(false) &&
                             PlainArguments(plan, stack, direct, &seen) &&
                             !(seen.grad && g_shim.grad_mode_is_enabled());
   if (no_grad_path && direct && NothingBelowAutograd(seen.keys)) {
-    RunPlan(plan, stack, num_args, num_outputs);  // what the dispatcher would reach through `nograd`
-    return;
+    RunPlan(plan, stack, num_args, num_outputs, borrowed, facts);  // what the dispatcher would reach through `nograd`
+    return nullptr;
   }
-  if (direct && plan.writes && num_args == plan.params.size()) RefuseLazyWrites(plan, stack);
+  if (direct && plan.writes && num_args == plan.params.size()) RefuseLazyWrites(plan, stack, borrowed);
   const char* overload = no_grad_path ? kNoGradOverload : kGradOverload;
+  if (borrowed) return overload;
   // The call takes the stack's values and leaves the results on it, as this kernel must.
   t_raised.clear();
   if (g_shim.call_dispatcher(plan.op.c_str(), overload, stack, kTorch210) != 0) {
     throw std::runtime_error(CaughtMessage(plan, overload));
   }
+  return nullptr;
 }
 
 // The boxed kernel of slot kSlot: `kRun` (RunPlan, or RunAutograd) on the slot's plan.
@@ -1095,12 +1147,51 @@ void HandlerAt(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   }
 }
 
+void RunStable(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+  RunPlan(plan, stack, num_args, num_outputs, false);
+}
+void RunAutogradStable(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+  RunAutograd(plan, stack, num_args, num_outputs, false);
+}
+
 template <PlanRunner kRun, size_t... kSlots>
 constexpr std::array<BoxedKernel, sizeof...(kSlots)> MakeHandlers(std::index_sequence<kSlots...>) {
   return {&HandlerAt<kRun, static_cast<int32_t>(kSlots)>...};
 }
-constexpr auto kHandlers = MakeHandlers<RunPlan>(std::make_index_sequence<kMaxPlans>{});
-constexpr auto kAutogradHandlers = MakeHandlers<RunAutograd>(std::make_index_sequence<kMaxPlans>{});
+constexpr auto kHandlers = MakeHandlers<RunStable>(std::make_index_sequence<kMaxPlans>{});
+constexpr auto kAutogradHandlers = MakeHandlers<RunAutogradStable>(std::make_index_sequence<kMaxPlans>{});
+
+// ------------------------------------------------- the compiled bridge ----
+// torch_bridge.cc (built at run time against the torch in hand, torch_bridge.py) registers
+// its own boxed kernels for ops whose parameters are all plain tensors and scalars: it
+// passes torch's stack on borrowed, and calls the plan here. Plain C both ways.
+constexpr int32_t kBridgeInterface = 1;
+thread_local std::string t_bridge_error;
+
+// 0: ran (results in values[0..num_outputs)); 1: the Autograd kernel passes the call on to
+// overload *hop; -1: failed, the message in BridgeErrorText(). `facts[i]`: what the bridge
+// read of tensor argument i.
+int BridgeRun(int32_t slot, int32_t autograd, StableIValue* values, const TensorFacts* facts, uint64_t num_args,
+              uint64_t num_outputs, const char** hop) {
+  const TorchPlan* plan = slot >= 0 && slot < kMaxPlans ? g_plan_slots[slot].load(std::memory_order_acquire) : nullptr;
+  try {
+    if (plan == nullptr || plan->bridge_kinds.size() != num_args) {
+      throw std::runtime_error("tensorplug torch kernel " + std::to_string(slot) + " has no plan the bridge can run");
+    }
+    *hop = nullptr;
+    if (autograd) {
+      *hop = RunAutograd(*plan, values, num_args, num_outputs, true, facts);
+    } else {
+      RunPlan(*plan, values, num_args, num_outputs, true, facts);
+    }
+    return *hop != nullptr ? 1 : 0;
+  } catch (const std::exception& e) {
+    t_bridge_error = e.what();
+    return -1;
+  }
+}
+
+const char* BridgeErrorText() { return t_bridge_error.c_str(); }
 
 // ------------------------------------------------------------ Python ----
 template <class F>
@@ -1256,6 +1347,7 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
     }
     plan->params.push_back(ParamPlan{kKinds[found].second, optional != 0, written != 0, pname});
     plan->writes = plan->writes || written != 0;
+    if (written) plan->written.push_back(plan->params.size() - 1);
   }
   Py_DECREF(seq);
   seq = PySequence_Fast(outputs, "torch_native_define(): outputs must be a sequence");
@@ -1308,6 +1400,22 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
                  "one more", kMaxPlans, name);
     return nullptr;
   }
+  // The compiled bridge passes plain tensors and scalars, none optional (torch_bridge.cc).
+  std::string kinds;
+  for (const ParamPlan& p : plan->params) {
+    const char letter = p.optional         ? 0
+                        : p.kind == Kind::kView  ? 't'
+                        : p.kind == Kind::kInt   ? 'i'
+                        : p.kind == Kind::kFloat ? 'f'
+                        : p.kind == Kind::kBool  ? 'b'
+                                                 : 0;
+    if (letter == 0 || kinds.size() == kBridgeMaxParams) {
+      kinds.clear();
+      break;
+    }
+    kinds += letter;
+  }
+  plan->bridge_kinds = plan->params.empty() ? "" : kinds;
   TPFunctionRetain(func);
   plan->func = func;
   plan->entry = TPFunctionGetEntry(func, &plan->self);
@@ -1361,6 +1469,33 @@ PyObject* RegisterPy(PyObject*, PyObject* args) {
 }
 
 PyObject* HasAutogradPy(PyObject*, PyObject*) { return PyBool_FromLong(HasAutograd()); }
+
+// torch_native_bridge_entry() -> (interface, run, error_text): the compiled bridge's
+// interface version and the addresses of BridgeRun and BridgeErrorText, for its init.
+PyObject* BridgeEntryPy(PyObject*, PyObject*) {
+  return Py_BuildValue("(iKK)", kBridgeInterface,
+                       static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(&BridgeRun)),
+                       static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(&BridgeErrorText)));
+}
+
+// torch_native_bridge_read(address): Describe reads tensors through the compiled bridge's
+// tp_torch_bridge_read at `address` (0: through the shim again).
+PyObject* BridgeReadPy(PyObject*, PyObject* address) {
+  const unsigned long long value = PyLong_AsUnsignedLongLong(address);
+  if (PyErr_Occurred()) return nullptr;
+  g_bridge_read.store(reinterpret_cast<BridgeRead>(static_cast<uintptr_t>(value)), std::memory_order_release);
+  Py_RETURN_NONE;
+}
+
+// torch_native_bridge_kinds(slot) -> str: the parameter letters the compiled bridge passes
+// for the slot's plan, "" where it cannot run it.
+PyObject* BridgeKindsPy(PyObject*, PyObject* slot_obj) {
+  const long slot = PyLong_AsLong(slot_obj);
+  if (PyErr_Occurred()) return nullptr;
+  const TorchPlan* plan = slot >= 0 && slot < kMaxPlans ? g_plan_slots[slot].load() : nullptr;
+  if (plan == nullptr) return PyErr_Format(PyExc_ValueError, "torch_native_bridge_kinds(): no plan in slot %ld", slot);
+  return PyUnicode_FromString(plan->bridge_kinds.c_str());
+}
 PyObject* HasBumpVersionPy(PyObject*, PyObject*) {
   return PyBool_FromLong(g_shim_ready.load() && g_shim.bump_version != nullptr);
 }
@@ -1493,6 +1628,12 @@ PyMethodDef kTorchNativeMethods[] = {
      "torch_native_has_bump_version() -> bool: whether the native kernel can bump the version of a tensor it writes"},
     {"torch_native_note_raised", GuardedMethod<NoteRaisedPy>(), METH_O,
      "torch_native_note_raised(text): the text of the exception a Python Autograd kernel raises, for torch < 2.13"},
+    {"torch_native_bridge_entry", GuardedMethod<BridgeEntryPy>(), METH_NOARGS,
+     "torch_native_bridge_entry() -> (interface, run, error_text): what the compiled torch bridge calls"},
+    {"torch_native_bridge_read", GuardedMethod<BridgeReadPy>(), METH_O,
+     "torch_native_bridge_read(address): tensors read through the compiled bridge's reader (0: the shim's)"},
+    {"torch_native_bridge_kinds", GuardedMethod<BridgeKindsPy>(), METH_O,
+     "torch_native_bridge_kinds(slot) -> str: the parameter kinds the compiled bridge passes, '' if it cannot"},
     {"torch_native_shim_text", GuardedMethod<ShimTextPy>(), METH_O,
      "torch_native_shim_text(on): whether a failed hop reports torch's own text where its shim keeps one"},
     {nullptr, nullptr, 0, nullptr},

@@ -20,6 +20,8 @@ import os
 from tensorplug import exchange
 from tensorplug.shapes import Output, dtype_name
 
+from . import torch_bridge
+
 _log = logging.getLogger("tensorplug")
 
 # The shim libraries, in the order their symbols are looked for (loaded by torch already).
@@ -35,6 +37,7 @@ _DL_DEVICE = {"cpu": 1, "cuda": 2}
 _shim_missing: str | None = None
 _shim_loaded = False
 _reasons: dict[str, str | None] = {}  # op name -> None (native) or why it keeps the Python kernel
+_bridged: set[str] = set()  # names of the ops whose kernels are the compiled bridge's
 
 
 class _NoNative(Exception):
@@ -48,6 +51,8 @@ def _load_shim(torch) -> str | None:
         lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
         _shim_missing = exchange.torch_native_load([os.path.join(lib_dir, name) for name in _LIBRARIES])
         _shim_loaded = True
+        if _shim_missing is None and torch_bridge.wanted():
+            torch_bridge.attach(torch)
     return _shim_missing
 
 
@@ -83,7 +88,23 @@ def register(torch, op, key: str, names) -> int | None:
 def register_more(slot: int, op, key: str, names) -> None:
     """The native kernel of plan ``slot`` as the ``key`` kernel of more overloads of ``op``."""
     for name in names:
+        _register_kernel(slot, op, key, name)
+
+
+def _register_kernel(slot: int, op, key: str, name: str) -> None:
+    # Every kernel of one op comes from one side: the compiled bridge's where it is loaded
+    # and can pass the op's parameters, else the stable shim's.
+    kinds = exchange.torch_native_bridge_kinds(slot) if torch_bridge.attached() else ""
+    if kinds:
+        torch_bridge.register(slot, kinds, op.namespace, key, name)
+        _bridged.add(op.name)
+    else:
         exchange.torch_native_register(slot, op.namespace, key, name)
+
+
+def bridged(op) -> bool:
+    """Whether ``op``'s native kernels are the compiled bridge's (:mod:`torch_bridge`)."""
+    return op.name in _bridged
 
 
 def has_autograd(torch) -> bool:
@@ -98,7 +119,9 @@ def register_autograd(torch, slot: int, op) -> None:
     that needs no gradient and meets nothing else below autograd runs the op's kernel
     directly, where :func:`direct_call` says it can."""
     direct_call(torch)
-    exchange.torch_native_register(slot, op.namespace, "Autograd", op.opname)
+    if not exchange.torch_native_has_autograd():
+        exchange.torch_native_register(slot, op.namespace, "Autograd", op.opname)  # raises, naming what is missing
+    _register_kernel(slot, op, "Autograd", op.opname)
 
 
 _direct: bool | None = None

@@ -1,0 +1,105 @@
+"""The compiled torch bridge: an op's dispatcher kernels compiled against the headers of
+the torch in hand, at run time, for ops whose parameters are plain tensors and scalars.
+
+tensorplug's own build reaches torch through the stable C shim (:mod:`torch_native`), which
+works with every torch >= 2.10 unchanged, but where torch boxes each tensor argument into a
+heap handle per call and each tensor is read through seven shim calls: about 1,500
+instructions per call that a kernel compiled against torch's headers does not pay
+(benchmarks/README.md). ``torch_bridge.cc`` is that kernel: it passes torch's own stack on,
+borrowed, to the same plan (``csrc/python/torch_native.cc``), so everything else (rules,
+checks, the stream and allocator, the Autograd kernel's choices) is the stable path's.
+
+It is opt-in: with ``TENSORPLUG_TORCH_BRIDGE=1`` the first torch op builds it with the
+system C++ compiler (about 5 s, once per torch version: :func:`tensorplug.cpp.build`'s cache)
+and loads it. Without a compiler, or if the build fails, the ops keep the stable kernels and
+the reason is logged as a warning. docs/decisions.md says why it is not the default.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+
+_log = logging.getLogger("tensorplug")
+
+ENV = "TENSORPLUG_TORCH_BRIDGE"
+_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_bridge.cc")
+
+_library: ctypes.CDLL | None = None
+_attach_error: str | None = None
+
+
+def wanted() -> bool:
+    """Whether the environment asks for the bridge (``TENSORPLUG_TORCH_BRIDGE=1``)."""
+    return os.environ.get(ENV, "") == "1"
+
+
+def build(torch) -> str:
+    """Compile ``torch_bridge.cc`` against ``torch``'s headers and libraries (cached by
+    :func:`tensorplug.cpp.build`, keyed also by torch's version and commit) and return the
+    library's path. Raises :class:`tensorplug.cpp.BuildError` when no compiler is found or
+    the build fails."""
+    from tensorplug import cpp
+
+    root = os.path.dirname(torch.__file__)
+    include, lib = os.path.join(root, "include"), os.path.join(root, "lib")
+    # torch's headers as system headers: the cache's stamp lists the headers a build
+    # included, and torch's hundreds are named by its version and commit instead.
+    cflags = ["-isystem", include, "-isystem", os.path.join(include, "torch", "csrc", "api", "include"),
+              f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+              f"-DTENSORPLUG_TORCH_VERSION={torch.__version__}+{getattr(torch.version, 'git_version', '')}"]
+    ldflags = [f"-L{lib}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{lib}"]
+    return cpp.build("tensorplug_torch_bridge", [_SOURCE], extra_cflags=cflags, extra_ldflags=ldflags)
+
+
+def attach(torch) -> bool:
+    """Build (or find) and load the bridge, once per process; False, with :func:`error`
+    saying why, where it cannot be had. torch's shim must be loaded (torch_native)."""
+    global _library, _attach_error
+    if _library is not None or _attach_error is not None:
+        return _library is not None
+    from tensorplug import cpp, exchange
+
+    try:
+        library = ctypes.CDLL(build(torch))
+    except (cpp.BuildError, OSError) as e:
+        _attach_error = f"the compiled torch bridge could not be built or loaded: {e}"
+        _log.warning("tensorplug: %s; torch ops keep the stable kernels", _attach_error)
+        return False
+    interface, run, error_text = exchange.torch_native_bridge_entry()
+    library.tp_torch_bridge_init.restype = ctypes.c_int32
+    library.tp_torch_bridge_init.argtypes = [ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p]
+    expected = library.tp_torch_bridge_init(interface, run, error_text)
+    if expected != 0:
+        _attach_error = f"the compiled torch bridge speaks interface {expected}, this tensorplug {interface}"
+        _log.warning("tensorplug: %s; torch ops keep the stable kernels", _attach_error)
+        return False
+    library.tp_torch_bridge_register.restype = ctypes.c_int32
+    library.tp_torch_bridge_register.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32,
+                                                 ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+    exchange.torch_native_bridge_read(ctypes.cast(library.tp_torch_bridge_read, ctypes.c_void_p).value)
+    _library = library
+    return True
+
+
+def attached() -> bool:
+    """Whether the bridge is loaded in this process."""
+    return _library is not None
+
+
+def error() -> str | None:
+    """Why :func:`attach` failed (None when it did not, or was not asked)."""
+    return _attach_error
+
+
+def register(slot: int, kinds: str, namespace: str, key: str, name: str) -> None:
+    """The bridge's kernel for plan ``slot`` (parameters ``kinds``, as
+    ``exchange.torch_native_bridge_kinds`` gives them) as the ``key`` kernel of
+    ``namespace::name``; for ``key`` ``"Autograd"``, the plan's Autograd kernel.
+    RuntimeError when torch refuses it."""
+    message = ctypes.create_string_buffer(1024)
+    if _library.tp_torch_bridge_register(namespace.encode(), key.encode(), name.encode(), slot, kinds.encode(),
+                                         message, len(message)) != 0:
+        raise RuntimeError(f"torch refused the bridge kernel of '{namespace}::{name}' for key '{key}': "
+                           f"{message.value.decode(errors='replace')}")
