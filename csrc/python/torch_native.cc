@@ -443,6 +443,7 @@ struct Owned {
   const bool borrowed;
   FrameArray<void*, kInlineParams> by_param;
   Owned(const TorchPlan& p, size_t n, bool borrowed_stack) : plan(p), borrowed(borrowed_stack), by_param(n) {
+    // n: the parameters, 0 for a borrowed stack (nothing owned)
     for (size_t i = 0; i < n; ++i) by_param.data[i] = nullptr;
   }
   ~Owned() {
@@ -652,15 +653,18 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
                                    std::to_string(num_outputs) + " result(s); the op declares " + std::to_string(n) +
                                    " and " + std::to_string(plan.outputs.size()));
   }
-  // First: every stack value is taken (owned by `owned`), so that an error below leaks nothing.
-  Owned owned(plan, n, borrowed);
-  FrameArray<StableIValue, kInlineParams> values(n);
+  // First: every stack value is taken (owned by `owned`), so that an error below leaks
+  // nothing. A borrowed stack's values are plain (the bridge passes no optional or list),
+  // read as they are.
+  Owned owned(plan, borrowed ? 0 : n, borrowed);
+  FrameArray<StableIValue, kInlineParams> unboxed(borrowed ? 0 : n);
+  const StableIValue* values = borrowed ? stack : unboxed.data;
   size_t total_items = 0, total_ints = 0;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n && !borrowed; ++i) {
     const ParamPlan& p = plan.params[i];
     StableIValue v = stack[i];
     if (p.optional && !Unbox(stack[i], &v)) v = 0;  // None: no handle (0 is never one)
-    values.data[i] = v;
+    unboxed.data[i] = v;
     switch (p.kind) {
       case Kind::kView:
       case Kind::kTensor:
@@ -707,7 +711,7 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
     TPAny& a = args.data[i];
     a = TPAny{};
     if (p.optional && stack[i] == 0) continue;  // None
-    const StableIValue v = values.data[i];
+    const StableIValue v = values[i];
     switch (p.kind) {
       case Kind::kView: {
         auto h = reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(v));
@@ -727,7 +731,7 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
       case Kind::kTensor: {
         // Owning: the stack's handle is moved into the callee.
         auto h = reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(v));
-        owned.by_param.data[i] = nullptr;
+        owned.by_param.data[i] = nullptr;  // (never borrowed: the bridge passes no owning tensor)
         DLManagedTensorVersioned* managed = Own(h, &error);
         if (managed == nullptr) arg_error(p, error);
         note_device(managed->dl_tensor.device);
@@ -859,7 +863,9 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
   };
   for (const size_t i : plan.written) {
     const TPAny& a = args.data[i];
-    if (a.type_index == kTPDLTensorPtr) bump(plan.params[i], owned.by_param.data[i], 0, false);
+    if (a.type_index == kTPDLTensorPtr) {
+      bump(plan.params[i], reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(values[i])), 0, false);
+    }
     if (a.type_index != kTPArray) continue;
     const size_t first = static_cast<size_t>(a.v_array->items - items.data);  // the list's items' handles
     for (size_t j = 0; j < static_cast<size_t>(a.v_array->size); ++j) {
