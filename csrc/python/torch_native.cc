@@ -436,18 +436,14 @@ constexpr size_t kInlineParams = 16;
 
 // What the call owns of the stack until it ends (torch hands the kernel its values): per
 // parameter a tensor handle, a list handle or a string handle (nullptr once moved or for
-// None). Nothing is owned of a borrowed stack (the compiled bridge's: its tensor handles
-// point into torch's own stack).
+// None).
 struct Owned {
   const TorchPlan& plan;
-  const bool borrowed;
   FrameArray<void*, kInlineParams> by_param;
-  Owned(const TorchPlan& p, size_t n, bool borrowed_stack) : plan(p), borrowed(borrowed_stack), by_param(n) {
-    // n: the parameters, 0 for a borrowed stack (nothing owned)
+  Owned(const TorchPlan& p, size_t n) : plan(p), by_param(n) {
     for (size_t i = 0; i < n; ++i) by_param.data[i] = nullptr;
   }
   ~Owned() {
-    if (borrowed) return;
     for (size_t i = 0; i < plan.params.size(); ++i) {
       void* h = by_param.data[i];
       if (h == nullptr) continue;
@@ -642,29 +638,50 @@ struct AnyGuard {
   }
 };
 
-// Runs `plan` on torch's `stack` and leaves its results there as new handles. The stack's
-// values are taken, unless `borrowed` (the compiled bridge's stack, whose values are
-// torch's; `facts`, per parameter, what it read of each tensor argument).
-void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint64_t num_outputs, bool borrowed,
-             const TensorFacts* facts = nullptr) {
-  const size_t n = plan.params.size();
-  if (num_args != n || num_outputs != plan.outputs.size()) {
-    Fail(plan, "RuntimeError", "torch passed " + std::to_string(num_args) + " argument(s) and expects " +
-                                   std::to_string(num_outputs) + " result(s); the op declares " + std::to_string(n) +
-                                   " and " + std::to_string(plan.outputs.size()));
+// Writable: a written tensor's elements must not overlap (the kernel would race with
+// itself, or write one element twice). `item` indexes a list argument's items, else -1.
+void CheckWritable(const TorchPlan& plan, const ParamPlan& p, int64_t item, const DLTensor& view) {
+  const Overlap overlap = ElementsOverlap(view);
+  if (overlap == Overlap::kNone) return;
+  Fail(plan, "ValueError", "argument '" + p.name + "'" + (item >= 0 ? " item " + std::to_string(item) : "") +
+                               ": " + OverlapRefusal(view, overlap));
+}
+
+// The primary device of a call: the first non-CPU tensor's, else the first tensor's.
+struct PrimaryDevice {
+  DLDevice device{kDLCPU, 0};
+  bool seen = false;
+  void Note(DLDevice d) {
+    if (!seen || (device.device_type == kDLCPU && d.device_type != kDLCPU)) device = d;
+    seen = true;
   }
-  // First: every stack value is taken (owned by `owned`), so that an error below leaks
-  // nothing. A borrowed stack's values are plain (the bridge passes no optional or list),
-  // read as they are.
-  Owned owned(plan, borrowed ? 0 : n, borrowed);
-  FrameArray<StableIValue, kInlineParams> unboxed(borrowed ? 0 : n);
-  const StableIValue* values = borrowed ? stack : unboxed.data;
+};
+
+void CheckCounts(const TorchPlan& plan, uint64_t num_args, uint64_t num_outputs) {
+  if (num_args == plan.params.size() && num_outputs == plan.outputs.size()) return;
+  Fail(plan, "RuntimeError", "torch passed " + std::to_string(num_args) + " argument(s) and expects " +
+                                 std::to_string(num_outputs) + " result(s); the op declares " +
+                                 std::to_string(plan.params.size()) + " and " + std::to_string(plan.outputs.size()));
+}
+
+template <class ListItem>
+void CallPlan(const TorchPlan& plan, TPAny* args, AnyGuard& guard, DLDevice primary, const StableIValue* values,
+              StableIValue* stack, ListItem list_item);
+
+// Runs `plan` on torch's stable `stack` (its values taken) and leaves its results there as
+// new handles.
+void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
+  const size_t n = plan.params.size();
+  CheckCounts(plan, num_args, num_outputs);
+  // First: every stack value is taken (owned by `owned`), so that an error below leaks nothing.
+  Owned owned(plan, n);
+  FrameArray<StableIValue, kInlineParams> values(n);
   size_t total_items = 0, total_ints = 0;
-  for (size_t i = 0; i < n && !borrowed; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const ParamPlan& p = plan.params[i];
     StableIValue v = stack[i];
     if (p.optional && !Unbox(stack[i], &v)) v = 0;  // None: no handle (0 is never one)
-    unboxed.data[i] = v;
+    values.data[i] = v;
     switch (p.kind) {
       case Kind::kView:
       case Kind::kTensor:
@@ -691,17 +708,7 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
   size_t items_used = 0, ints_used = 0;
 
   std::string error;
-  DLDevice primary{kDLCPU, 0};
-  bool have_primary = false, have_first = false;
-  auto note_device = [&](DLDevice d) {
-    if (!have_primary && d.device_type != kDLCPU) {
-      primary = d;
-      have_primary = true;
-    } else if (!have_primary && !have_first) {
-      primary = d;
-    }
-    have_first = true;
-  };
+  PrimaryDevice primary;
   auto arg_error = [&](const ParamPlan& p, const std::string& what) {
     Fail(plan, "TypeError", "argument '" + p.name + "': " + what);
   };
@@ -711,19 +718,13 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
     TPAny& a = args.data[i];
     a = TPAny{};
     if (p.optional && stack[i] == 0) continue;  // None
-    const StableIValue v = values[i];
+    const StableIValue v = values.data[i];
     switch (p.kind) {
       case Kind::kView: {
         auto h = reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(v));
-        if (!(facts ? DescribeFacts(facts[i], &views.data[i], &error) : Describe(h, &views.data[i], &error))) {
-          arg_error(p, error);
-        }
-        if (p.written) {
-          const Overlap overlap = ElementsOverlap(views.data[i]);
-          if (overlap != Overlap::kNone) Fail(plan, "ValueError", "argument '" + p.name + "': " +
-                                                                    OverlapRefusal(views.data[i], overlap));
-        }
-        note_device(views.data[i].device);
+        if (!Describe(h, &views.data[i], &error)) arg_error(p, error);
+        if (p.written) CheckWritable(plan, p, -1, views.data[i]);
+        primary.Note(views.data[i].device);
         a.type_index = kTPDLTensorPtr;
         a.v_dltensor = &views.data[i];
         break;
@@ -731,10 +732,10 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
       case Kind::kTensor: {
         // Owning: the stack's handle is moved into the callee.
         auto h = reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(v));
-        owned.by_param.data[i] = nullptr;  // (never borrowed: the bridge passes no owning tensor)
+        owned.by_param.data[i] = nullptr;
         DLManagedTensorVersioned* managed = Own(h, &error);
         if (managed == nullptr) arg_error(p, error);
-        note_device(managed->dl_tensor.device);
+        primary.Note(managed->dl_tensor.device);
         a.type_index = kTPTensor;
         a.v_tensor = managed;
         break;
@@ -794,13 +795,8 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
           item_handles.data[owned_items.n++] = h;
           DLTensor& view = views.data[n + items_used + j];
           if (!Describe(h, &view, &error)) arg_error(p, "item " + std::to_string(j) + ": " + error);
-          if (p.written) {
-            const Overlap overlap = ElementsOverlap(view);
-            if (overlap != Overlap::kNone) Fail(plan, "ValueError", "argument '" + p.name + "' item " +
-                                                                      std::to_string(j) + ": " +
-                                                                      OverlapRefusal(view, overlap));
-          }
-          note_device(view.device);
+          if (p.written) CheckWritable(plan, p, static_cast<int64_t>(j), view);
+          primary.Note(view.device);
           list_items[j] = TPAny{};
           list_items[j].type_index = kTPDLTensorPtr;
           list_items[j].v_dltensor = &view;
@@ -829,13 +825,28 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
       }
     }
   }
+  CallPlan(plan, args.data, guard, primary.device, values.data, stack, [&](const TPAny& list, size_t j) {
+    return item_handles.data[static_cast<size_t>(list.v_array->items - items.data) + j];
+  });
+}
+
+// The call, once its arguments are read (RunPlan reads torch's stable stack, RunBridged the
+// compiled bridge's): evaluates the output rules, binds the stream and allocator, bumps the
+// version of every written tensor (`values[i]`, parameter i's handle; `list_item(a, j)`, the
+// handle of item j of list argument a), calls the function, checks its results and leaves
+// them on `stack` as new handles. `guard` releases `args` until the function takes them.
+template <class ListItem>
+void CallPlan(const TorchPlan& plan, TPAny* args, AnyGuard& guard, DLDevice primary, const StableIValue* values,
+              StableIValue* stack, ListItem list_item) {
+  const size_t n = plan.params.size();
   guard.n = n;
+  std::string error;
 
   Spec specs[8];
   std::unique_ptr<Spec[]> many;
   Spec* expected = specs;
   if (plan.outputs.size() > 8) expected = (many.reset(new Spec[plan.outputs.size()]), many.get());
-  EvalRules(plan, args.data, primary, expected);
+  EvalRules(plan, args, primary, expected);
 
   void* stream = nullptr;
   if (primary.device_type == kDLCUDA) {
@@ -862,22 +873,19 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
     }
   };
   for (const size_t i : plan.written) {
-    const TPAny& a = args.data[i];
+    const TPAny& a = args[i];
     if (a.type_index == kTPDLTensorPtr) {
       bump(plan.params[i], reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(values[i])), 0, false);
     }
     if (a.type_index != kTPArray) continue;
-    const size_t first = static_cast<size_t>(a.v_array->items - items.data);  // the list's items' handles
-    for (size_t j = 0; j < static_cast<size_t>(a.v_array->size); ++j) {
-      bump(plan.params[i], item_handles.data[first + j], j, true);
-    }
+    for (size_t j = 0; j < static_cast<size_t>(a.v_array->size); ++j) bump(plan.params[i], list_item(a, j), j, true);
   }
   TPAny result;
   result.type_index = kTPNone;
   int rc;
   {
     EnvScope env(primary, stream);
-    rc = plan.entry(plan.self, args.data, static_cast<int32_t>(n), &result);
+    rc = plan.entry(plan.self, args, static_cast<int32_t>(n), &result);
   }
   guard.n = 0;  // owning tensor arguments now belong to the callee
   AnyGuard result_guard{&result, 1};
@@ -918,6 +926,52 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
     }
   }
   for (size_t k = 0; k < declared; ++k) stack[k] = static_cast<StableIValue>(reinterpret_cast<uintptr_t>(out.data[k]));
+}
+
+// Runs `plan` on the compiled bridge's stack (torch's values, borrowed: nothing to free):
+// plain tensors, as the bridge read them (`facts[i]`), and scalars; leaves the results
+// there as new handles.
+void RunBridged(const TorchPlan& plan, StableIValue* stack, const TensorFacts* facts, uint64_t num_args,
+                uint64_t num_outputs) {
+  const size_t n = plan.params.size();
+  CheckCounts(plan, num_args, num_outputs);
+  FrameArray<DLTensor, kInlineParams> views(n);
+  FrameArray<TPAny, kInlineParams> args(n);
+  PrimaryDevice primary;
+  std::string error;
+  for (size_t i = 0; i < n; ++i) {
+    const ParamPlan& p = plan.params[i];
+    TPAny& a = args.data[i];
+    a = TPAny{};
+    const StableIValue v = stack[i];
+    switch (p.kind) {
+      case Kind::kView:
+        if (!DescribeFacts(facts[i], &views.data[i], &error)) Fail(plan, "TypeError", "argument '" + p.name + "': " + error);
+        if (p.written) CheckWritable(plan, p, -1, views.data[i]);
+        primary.Note(views.data[i].device);
+        a.type_index = kTPDLTensorPtr;
+        a.v_dltensor = &views.data[i];
+        break;
+      case Kind::kInt:
+        a.type_index = kTPInt;
+        a.v_int64 = static_cast<int64_t>(v);
+        break;
+      case Kind::kFloat:
+        a.type_index = kTPFloat;
+        std::memcpy(&a.v_float64, &v, sizeof a.v_float64);
+        break;
+      case Kind::kBool:
+        a.type_index = kTPBool;
+        a.v_int64 = (v & 0xff) != 0;
+        break;
+      default:  // never: bridge_kinds holds no other kind
+        Fail(plan, "RuntimeError", "the compiled torch bridge cannot pass argument '" + p.name + "'");
+    }
+  }
+  AnyGuard guard{args.data};  // views and scalars: nothing to release
+  CallPlan(plan, args.data, guard, primary.device, stack, stack, [](const TPAny&, size_t) -> AtenTensorHandle {
+    return nullptr;  // no list arguments
+  });
 }
 
 // -------------------------------------------------- the Autograd kernel ----
@@ -1045,7 +1099,7 @@ bool NothingBelowAutograd(uint64_t keys) {
 // Releases every value of `stack` (this kernel owns them, as RunPlan does) for a call that
 // is refused before it runs.
 void ReleaseStack(const TorchPlan& plan, const StableIValue* stack) {
-  Owned owned(plan, plan.params.size(), false);  // deletes the handles noted below
+  Owned owned(plan, plan.params.size());  // deletes the handles noted below
   for (size_t i = 0; i < plan.params.size(); ++i) {
     const ParamPlan& p = plan.params[i];
     StableIValue v = stack[i];
@@ -1125,7 +1179,12 @@ const char* RunAutograd(const TorchPlan& plan, StableIValue* stack, uint64_t num
                             PlainArguments(plan, stack, direct, &seen) &&
                             !(seen.grad && g_shim.grad_mode_is_enabled());
   if (no_grad_path && direct && NothingBelowAutograd(seen.keys)) {
-    RunPlan(plan, stack, num_args, num_outputs, borrowed, facts);  // what the dispatcher would reach through `nograd`
+    // What the dispatcher would reach through `nograd`.
+    if (borrowed) {
+      RunBridged(plan, stack, facts, num_args, num_outputs);
+    } else {
+      RunPlan(plan, stack, num_args, num_outputs);
+    }
     return nullptr;
   }
   if (direct && plan.writes && num_args == plan.params.size()) RefuseLazyWrites(plan, stack, borrowed);
@@ -1153,9 +1212,6 @@ void HandlerAt(StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   }
 }
 
-void RunStable(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
-  RunPlan(plan, stack, num_args, num_outputs, false);
-}
 void RunAutogradStable(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint64_t num_outputs) {
   RunAutograd(plan, stack, num_args, num_outputs, false);
 }
@@ -1164,7 +1220,7 @@ template <PlanRunner kRun, size_t... kSlots>
 constexpr std::array<BoxedKernel, sizeof...(kSlots)> MakeHandlers(std::index_sequence<kSlots...>) {
   return {&HandlerAt<kRun, static_cast<int32_t>(kSlots)>...};
 }
-constexpr auto kHandlers = MakeHandlers<RunStable>(std::make_index_sequence<kMaxPlans>{});
+constexpr auto kHandlers = MakeHandlers<RunPlan>(std::make_index_sequence<kMaxPlans>{});
 constexpr auto kAutogradHandlers = MakeHandlers<RunAutogradStable>(std::make_index_sequence<kMaxPlans>{});
 
 // ------------------------------------------------- the compiled bridge ----
@@ -1188,7 +1244,7 @@ int BridgeRun(int32_t slot, int32_t autograd, StableIValue* values, const Tensor
     if (autograd) {
       *hop = RunAutograd(*plan, values, num_args, num_outputs, true, facts);
     } else {
-      RunPlan(*plan, values, num_args, num_outputs, true, facts);
+      RunBridged(*plan, values, facts, num_args, num_outputs);
     }
     return *hop != nullptr ? 1 : 0;
   } catch (const std::exception& e) {

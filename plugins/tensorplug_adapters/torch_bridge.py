@@ -47,7 +47,7 @@ def build(torch) -> str:
     # torch's headers as system headers: the cache's stamp lists the headers a build
     # included, and torch's hundreds are named by its version and commit instead.
     cflags = ["-isystem", include, "-isystem", os.path.join(include, "torch", "csrc", "api", "include"),
-              f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+              f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}",
               f"-DTENSORPLUG_TORCH_VERSION={torch.__version__}+{getattr(torch.version, 'git_version', '')}"]
     ldflags = [f"-L{lib}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{lib}"]
     return cpp.build("tensorplug_torch_bridge", [_SOURCE], extra_cflags=cflags, extra_ldflags=ldflags)

@@ -297,4 +297,11 @@ MUTATIONS = [
     Mutation("hop-text-not-noted", "csrc/python/torch_native.cc",
              "    t_raised = e.what();", "    (void)e;",
              ("tests/test_torch_native.py", "-k", "noted"), "before torch 2.13 a kernel error below the hop loses its text"),
+    Mutation("bridge-float-lost", "plugins/tensorplug_adapters/torch_bridge.cc",
+             "        std::memcpy(&values[i], &d, sizeof d);", "        values[i] = 0;",
+             ("tests/test_torch_bridge.py", "-k", "plain_tensors"), "the compiled bridge passes a float argument as 0.0"),
+    Mutation("bridge-hop-to-nograd", "plugins/tensorplug_adapters/torch_bridge.cc",
+             "      HopTo(handle, hop).callBoxed(stack);", '      HopTo(handle, "nograd").callBoxed(stack);',
+             ("tests/test_torch_bridge.py", "-k", "suite"),
+             "the bridge's Autograd kernel passes every call on below autograd, a gradient's too"),
 ]
