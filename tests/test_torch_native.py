@@ -402,6 +402,18 @@ def test_results_are_checked_against_the_output_rule_naming_the_op(ops):
         fixed(x)
 
 
+def test_a_tensor_of_a_dtype_dlpack_lacks_is_refused_naming_the_op_and_argument(ops):
+    bits = torch.zeros(3, dtype=torch.bits16)  # torch's dtype code 22: no DLPack type
+    with pytest.raises(RuntimeError, match=r"^tptest::row_sum\(\): TypeError: argument 'x': torch dtype code 22 "
+                                           r"has no DLPack equivalent$"):
+        ops.row_sum(bits.view(1, 3))
+    out = torch.full((3,), 7.0)
+    with pytest.raises(RuntimeError, match=r"^tptest::axpy\(\): TypeError: argument 'y': torch dtype code 22 "
+                                           r"has no DLPack equivalent$"):
+        ops.axpy(torch.ones(3), bits, out, 1.0)
+    assert out.tolist() == [7.0, 7.0, 7.0]  # refused before the kernel ran
+
+
 def test_arguments_of_every_kind_reach_the_kernel(ops):
     x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
     torch.testing.assert_close(ops.scale(x, 2.0, None), 2 * x)

@@ -171,72 +171,68 @@ void TorchOwnedDeleter(DLManagedTensorVersioned* self) {
   delete owned;
 }
 
-// A torch tensor as torch reports it (sizes and strides borrowed: they live as long as the
-// tensor). The compiled torch bridge (torch_bridge.cc, its TensorFacts) fills the same layout.
+// A torch tensor as torch reports it, in DLPack's terms (sizes and strides borrowed: they
+// live as long as the tensor). The compiled torch bridge (torch_bridge.cc, its TensorFacts)
+// fills the same layout, mapping dtypes through g_dl_of_torch_dtype as ReadShim does.
 struct TensorFacts {
-  void* data;  // with the storage offset applied
-  const int64_t* sizes;
-  const int64_t* strides;
-  int64_t ndim;
-  int32_t dtype;         // c10::ScalarType
-  int32_t device_type;   // c10::DeviceType
-  int32_t device_index;  // -1 for the CPU
-  int32_t readable;      // 0 where torch refused (no storage, symbolic sizes)
+  DLTensor view;              // data with the storage offset applied, byte_offset 0; dtype.bits 0
+                              // where DLPack has no such dtype, device_type 0 for other devices
+  int32_t torch_dtype;        // c10::ScalarType, for the message when view.dtype.bits is 0
+  int32_t torch_device_type;  // c10::DeviceType, for the message when view.device.device_type is 0
+  int32_t readable;           // 0 where torch refused (no storage, symbolic sizes)
 };
 
 // The compiled bridge's reader (torch's inline accessors, one call), set when the bridge is
-// attached; else the shim's seven calls.
+// attached; else ReadShim (the shim's seven calls).
 using BridgeRead = void (*)(const void* tensor, TensorFacts* out);
 std::atomic<BridgeRead> g_bridge_read{nullptr};
 
-inline bool DescribeFacts(const TensorFacts& facts, DLTensor* view, std::string* error);
+void ReadShim(AtenTensorHandle h, TensorFacts* out) {
+  int64_t ndim = 0;
+  int64_t* sizes = nullptr;
+  int64_t* strides = nullptr;
+  void* data = nullptr;
+  int32_t device_index = -1;  // a CPU tensor's is -1 (DLPack's 0): asked of the other devices only
+  out->torch_dtype = out->torch_device_type = -1;
+  out->readable = !(g_shim.get_dim(h, &ndim) || g_shim.get_sizes(h, &sizes) || g_shim.get_strides(h, &strides) ||
+                    g_shim.get_dtype(h, &out->torch_dtype) || g_shim.get_device_type(h, &out->torch_device_type) ||
+                    g_shim.get_data_ptr(h, &data) ||
+                    (out->torch_device_type != g_torch_cpu && g_shim.get_device_index(h, &device_index)));
+  DLDataType dl{0, 0, 0};
+  DLFromTorchDType(out->torch_dtype, &dl);
+  const int32_t dl_device = DLDeviceOf(out->torch_device_type);
+  out->view = DLTensor{data, DLDevice{static_cast<DLDeviceType>(dl_device < 0 ? 0 : dl_device), device_index < 0 ? 0 : device_index},
+                       static_cast<int32_t>(ndim), dl, sizes, strides, 0};
+}
+
+// Whether `facts` describe a tensor tensorplug can pass (FactsError says why not).
+inline bool FactsOk(const TensorFacts& facts) {
+  return facts.readable && facts.view.dtype.bits != 0 && facts.view.device.device_type != 0 &&
+         facts.view.ndim <= TP_MAX_NDIM;
+}
+std::string FactsError(const TensorFacts& facts) {
+  if (!facts.readable) return "torch could not describe the tensor";
+  if (facts.view.dtype.bits == 0) return "torch dtype code " + std::to_string(facts.torch_dtype) + " has no DLPack equivalent";
+  if (facts.view.device.device_type == 0) {
+    return "tensors on torch device type " + std::to_string(facts.torch_device_type) + " are not supported";
+  }
+  return std::to_string(facts.view.ndim) + " dimensions; tensorplug takes at most " + std::to_string(TP_MAX_NDIM);
+}
 
 // Describe torch tensor `h` as `view`. False with *error set for a dtype or device DLPack
 // lacks.
 bool Describe(AtenTensorHandle h, DLTensor* view, std::string* error) {
-  TensorFacts facts{};
+  TensorFacts facts;
   if (BridgeRead read = g_bridge_read.load(std::memory_order_relaxed)) {
     read(h, &facts);
   } else {
-    int64_t* sizes = nullptr;
-    int64_t* strides = nullptr;
-    facts.device_index = -1;
-    // A CPU tensor's index is -1 (DLPack's 0): asked of the other devices only.
-    facts.readable = !(g_shim.get_dim(h, &facts.ndim) || g_shim.get_sizes(h, &sizes) ||
-                       g_shim.get_strides(h, &strides) || g_shim.get_dtype(h, &facts.dtype) ||
-                       g_shim.get_device_type(h, &facts.device_type) || g_shim.get_data_ptr(h, &facts.data) ||
-                       (facts.device_type != g_torch_cpu && g_shim.get_device_index(h, &facts.device_index)));
-    facts.sizes = sizes;
-    facts.strides = strides;
+    ReadShim(h, &facts);
   }
-  return DescribeFacts(facts, view, error);
-}
-
-inline bool DescribeFacts(const TensorFacts& facts, DLTensor* view, std::string* error) {
-  if (!facts.readable) {
-    *error = "torch could not describe the tensor";
+  if (!FactsOk(facts)) {
+    *error = FactsError(facts);
     return false;
   }
-  const int32_t dtype = facts.dtype, device_type = facts.device_type, device_index = facts.device_index;
-  const int64_t ndim = facts.ndim;
-  DLDataType dl;
-  if (!DLFromTorchDType(dtype, &dl)) {
-    *error = "torch dtype code " + std::to_string(dtype) + " has no DLPack equivalent";
-    return false;
-  }
-  const int32_t dl_device = DLDeviceOf(device_type);
-  if (dl_device < 0) {
-    *error = "tensors on torch device type " + std::to_string(device_type) + " are not supported";
-    return false;
-  }
-  if (ndim > TP_MAX_NDIM) {
-    *error = std::to_string(ndim) + " dimensions; tensorplug takes at most " + std::to_string(TP_MAX_NDIM);
-    return false;
-  }
-  // The shim's data pointer includes the storage offset; a CPU tensor's index is -1.
-  *view = DLTensor{facts.data, DLDevice{static_cast<DLDeviceType>(dl_device), device_index < 0 ? 0 : device_index},
-                   static_cast<int32_t>(ndim), dl, const_cast<int64_t*>(facts.sizes),
-                   const_cast<int64_t*>(facts.strides), 0};
+  *view = facts.view;
   return true;
 }
 
@@ -657,11 +653,13 @@ struct PrimaryDevice {
   }
 };
 
-void CheckCounts(const TorchPlan& plan, uint64_t num_args, uint64_t num_outputs) {
-  if (num_args == plan.params.size() && num_outputs == plan.outputs.size()) return;
+[[noreturn]] void FailCounts(const TorchPlan& plan, uint64_t num_args, uint64_t num_outputs) {
   Fail(plan, "RuntimeError", "torch passed " + std::to_string(num_args) + " argument(s) and expects " +
                                  std::to_string(num_outputs) + " result(s); the op declares " +
                                  std::to_string(plan.params.size()) + " and " + std::to_string(plan.outputs.size()));
+}
+inline void CheckCounts(const TorchPlan& plan, uint64_t num_args, uint64_t num_outputs) {
+  if (num_args != plan.params.size() || num_outputs != plan.outputs.size()) FailCounts(plan, num_args, num_outputs);
 }
 
 template <class ListItem>
@@ -929,29 +927,29 @@ void CallPlan(const TorchPlan& plan, TPAny* args, AnyGuard& guard, DLDevice prim
 }
 
 // Runs `plan` on the compiled bridge's stack (torch's values, borrowed: nothing to free):
-// plain tensors, as the bridge read them (`facts[i]`), and scalars; leaves the results
-// there as new handles.
-void RunBridged(const TorchPlan& plan, StableIValue* stack, const TensorFacts* facts, uint64_t num_args,
+// plain tensors, as the bridge read them (`facts[i]`, whose views the call borrows), and
+// scalars; leaves the results there as new handles.
+void RunBridged(const TorchPlan& plan, StableIValue* stack, TensorFacts* facts, uint64_t num_args,
                 uint64_t num_outputs) {
   const size_t n = plan.params.size();
   CheckCounts(plan, num_args, num_outputs);
-  FrameArray<DLTensor, kInlineParams> views(n);
   FrameArray<TPAny, kInlineParams> args(n);
   PrimaryDevice primary;
-  std::string error;
   for (size_t i = 0; i < n; ++i) {
     const ParamPlan& p = plan.params[i];
     TPAny& a = args.data[i];
     a = TPAny{};
     const StableIValue v = stack[i];
     switch (p.kind) {
-      case Kind::kView:
-        if (!DescribeFacts(facts[i], &views.data[i], &error)) Fail(plan, "TypeError", "argument '" + p.name + "': " + error);
-        if (p.written) CheckWritable(plan, p, -1, views.data[i]);
-        primary.Note(views.data[i].device);
+      case Kind::kView: {
+        if (!FactsOk(facts[i])) Fail(plan, "TypeError", "argument '" + p.name + "': " + FactsError(facts[i]));
+        DLTensor* view = &facts[i].view;
+        if (p.written) CheckWritable(plan, p, -1, *view);
+        primary.Note(view->device);
         a.type_index = kTPDLTensorPtr;
-        a.v_dltensor = &views.data[i];
+        a.v_dltensor = view;
         break;
+      }
       case Kind::kInt:
         a.type_index = kTPInt;
         a.v_int64 = static_cast<int64_t>(v);
@@ -1172,7 +1170,7 @@ std::string CaughtMessage(const TorchPlan& plan, const char* overload) {
 // The Autograd kernel's call. Returns the overload a borrowed stack's call passes on to
 // (the compiled bridge calls it on torch's stack), else nullptr.
 const char* RunAutograd(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint64_t num_outputs,
-                        bool borrowed, const TensorFacts* facts = nullptr) {
+                        bool borrowed, TensorFacts* facts = nullptr) {
   const bool direct = g_direct_on.load(std::memory_order_acquire);
   ArgumentKeys seen;
   const bool no_grad_path = num_args == plan.params.size() && !g_shim.any_dispatch_mode(false) &&
@@ -1227,13 +1225,13 @@ constexpr auto kAutogradHandlers = MakeHandlers<RunAutogradStable>(std::make_ind
 // torch_bridge.cc (built at run time against the torch in hand, torch_bridge.py) registers
 // its own boxed kernels for ops whose parameters are all plain tensors and scalars: it
 // passes torch's stack on borrowed, and calls the plan here. Plain C both ways.
-constexpr int32_t kBridgeInterface = 1;
+constexpr int32_t kBridgeInterface = 2;
 thread_local std::string t_bridge_error;
 
 // 0: ran (results in values[0..num_outputs)); 1: the Autograd kernel passes the call on to
 // overload *hop; -1: failed, the message in BridgeErrorText(). `facts[i]`: what the bridge
 // read of tensor argument i.
-int BridgeRun(int32_t slot, int32_t autograd, StableIValue* values, const TensorFacts* facts, uint64_t num_args,
+int BridgeRun(int32_t slot, int32_t autograd, StableIValue* values, TensorFacts* facts, uint64_t num_args,
               uint64_t num_outputs, const char** hop) {
   const TorchPlan* plan = slot >= 0 && slot < kMaxPlans ? g_plan_slots[slot].load(std::memory_order_acquire) : nullptr;
   try {
@@ -1532,12 +1530,15 @@ PyObject* RegisterPy(PyObject*, PyObject* args) {
 
 PyObject* HasAutogradPy(PyObject*, PyObject*) { return PyBool_FromLong(HasAutograd()); }
 
-// torch_native_bridge_entry() -> (interface, run, error_text): the compiled bridge's
-// interface version and the addresses of BridgeRun and BridgeErrorText, for its init.
+// torch_native_bridge_entry() -> (interface, run, error_text, dtypes, num_dtypes): the
+// compiled bridge's interface version, the addresses of BridgeRun and BridgeErrorText, and
+// the DLPack type of each torch dtype code (g_dl_of_torch_dtype), for its init.
 PyObject* BridgeEntryPy(PyObject*, PyObject*) {
-  return Py_BuildValue("(iKK)", kBridgeInterface,
+  return Py_BuildValue("(iKKKi)", kBridgeInterface,
                        static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(&BridgeRun)),
-                       static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(&BridgeErrorText)));
+                       static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(&BridgeErrorText)),
+                       static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(g_dl_of_torch_dtype.data())),
+                       kDTypeCodes);
 }
 
 // torch_native_bridge_read(address): Describe reads tensors through the compiled bridge's

@@ -6,9 +6,9 @@
 // handle and back and each tensor is read through seven shim calls. This file takes the
 // dispatcher's IValue stack itself: a tensor argument is passed on as the address of the
 // at::Tensor the stack already holds (borrowed, nothing allocated), a scalar as its bits,
-// and tensors are read through torch's inline accessors. The call itself, the op's plan,
-// its rules, the env binding and the checks, stays tensorplug's (torch_native.cc's
-// RunPlan, reached through the `run` pointer given at init). An op whose parameters are
+// and tensors are read through torch's inline accessors into DLTensors. The call itself,
+// the op's plan, its rules, the env binding and the checks, stays tensorplug's
+// (torch_native.cc's BridgeRun, reached through the `run` pointer given at init). An op whose parameters are
 // all tensors, ints, floats and bools, none optional, can take this kernel; the others
 // keep the stable one. When the Autograd kernel passes a call on (to `<op>.nograd` or
 // `<op>.grad`), this file calls that overload on its own stack.
@@ -17,6 +17,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <torch/library.h>
+#include <tensorplug/dlpack.h>
 
 #include <cstdint>
 #include <cstring>
@@ -31,32 +32,40 @@
 
 namespace {
 
-constexpr int32_t kInterfaceVersion = 1;
+constexpr int32_t kInterfaceVersion = 2;
 constexpr size_t kMaxParams = 32;
 
-// A tensor as torch reports it: torch_native.cc's TensorFacts, the same layout.
+// A tensor as torch reports it, in DLPack's terms: torch_native.cc's TensorFacts, the same
+// layout.
 struct TensorFacts {
-  void* data;  // with the storage offset applied
-  const int64_t* sizes;
-  const int64_t* strides;
-  int64_t ndim;
-  int32_t dtype;         // c10::ScalarType
-  int32_t device_type;   // c10::DeviceType
-  int32_t device_index;  // -1 for the CPU
-  int32_t readable;      // 0 where torch refused (no storage, symbolic sizes)
+  DLTensor view;              // data with the storage offset applied, byte_offset 0; dtype.bits 0
+                              // where DLPack has no such dtype, device_type 0 for other devices
+  int32_t torch_dtype;        // c10::ScalarType
+  int32_t torch_device_type;  // c10::DeviceType
+  int32_t readable;           // 0 where torch refused (no storage, symbolic sizes)
 };
 
-// What torch_native.cc's Describe reads of a tensor, through torch's inline accessors.
-void Read(const at::Tensor& t, TensorFacts* out) noexcept {
+// The DLPack type of each torch dtype code (torch_native.cc's table, given at init).
+const DLDataType* g_dtypes = nullptr;
+int32_t g_num_dtypes = 0;
+
+// What torch_native.cc's Describe reads of a tensor, through torch's inline accessors
+// (inlined into the kernel's loop: it runs for every tensor argument).
+__attribute__((always_inline)) inline void Read(const at::Tensor& t, TensorFacts* out) noexcept {
   try {
-    out->data = t.data_ptr();
-    out->ndim = t.dim();
-    out->sizes = t.sizes().data();
-    out->strides = t.strides().data();
-    out->dtype = static_cast<int32_t>(t.scalar_type());
+    const int32_t dtype = static_cast<int32_t>(t.scalar_type());
     const c10::Device device = t.device();
-    out->device_type = static_cast<int32_t>(device.type());
-    out->device_index = device.index();
+    out->torch_dtype = dtype;
+    out->torch_device_type = static_cast<int32_t>(device.type());
+    out->view.data = t.data_ptr();
+    out->view.ndim = static_cast<int32_t>(t.dim());
+    out->view.shape = const_cast<int64_t*>(t.sizes().data());
+    out->view.strides = const_cast<int64_t*>(t.strides().data());
+    out->view.byte_offset = 0;
+    out->view.dtype = dtype >= 0 && dtype < g_num_dtypes ? g_dtypes[dtype] : DLDataType{0, 0, 0};
+    out->view.device = device.is_cpu()    ? DLDevice{kDLCPU, 0}
+                       : device.is_cuda() ? DLDevice{kDLCUDA, device.index()}
+                                          : DLDevice{static_cast<DLDeviceType>(0), 0};
     out->readable = 1;
   } catch (...) {
     out->readable = 0;
@@ -66,7 +75,7 @@ void Read(const at::Tensor& t, TensorFacts* out) noexcept {
 // torch_native.cc's side: runs plan `slot` on `values` (0: ran, results in values[0..n);
 // 1: the Autograd kernel passes the call on to the overload in *hop; -1: failed, the
 // message in error_text()). `facts[i]`: tensor argument i, read.
-using Run = int (*)(int32_t slot, int32_t autograd, uint64_t* values, const TensorFacts* facts, uint64_t num_args,
+using Run = int (*)(int32_t slot, int32_t autograd, uint64_t* values, TensorFacts* facts, uint64_t num_args,
                     uint64_t num_outputs, const char** hop);
 using ErrorText = const char* (*)();
 Run g_run = nullptr;
@@ -146,10 +155,14 @@ class Kernel final : public c10::OperatorKernel {
 
 }  // namespace
 
-TP_BRIDGE_EXPORT int32_t tp_torch_bridge_init(int32_t interface_version, Run run, ErrorText error_text) {
+// `dtypes[c]`: the DLPack type of torch dtype code c < num_dtypes (bits 0: none).
+TP_BRIDGE_EXPORT int32_t tp_torch_bridge_init(int32_t interface_version, Run run, ErrorText error_text,
+                                              const DLDataType* dtypes, int32_t num_dtypes) {
   if (interface_version != kInterfaceVersion) return kInterfaceVersion;
   g_run = run;
   g_error_text = error_text;
+  g_dtypes = dtypes;
+  g_num_dtypes = num_dtypes;
   return 0;
 }
 

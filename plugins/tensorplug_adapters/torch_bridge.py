@@ -67,10 +67,11 @@ def attach(torch) -> bool:
         _attach_error = f"the compiled torch bridge could not be built or loaded: {e}"
         _log.warning("tensorplug: %s; torch ops keep the stable kernels", _attach_error)
         return False
-    interface, run, error_text = exchange.torch_native_bridge_entry()
+    interface, run, error_text, dtypes, num_dtypes = exchange.torch_native_bridge_entry()
     library.tp_torch_bridge_init.restype = ctypes.c_int32
-    library.tp_torch_bridge_init.argtypes = [ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p]
-    expected = library.tp_torch_bridge_init(interface, run, error_text)
+    library.tp_torch_bridge_init.argtypes = [ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                             ctypes.c_int32]
+    expected = library.tp_torch_bridge_init(interface, run, error_text, dtypes, num_dtypes)
     if expected != 0:
         _attach_error = f"the compiled torch bridge speaks interface {expected}, this tensorplug {interface}"
         _log.warning("tensorplug: %s; torch ops keep the stable kernels", _attach_error)

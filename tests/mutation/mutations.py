@@ -304,4 +304,7 @@ MUTATIONS = [
              "      HopTo(handle, hop).callBoxed(stack);", '      HopTo(handle, "nograd").callBoxed(stack);',
              ("tests/test_torch_bridge.py", "-k", "suite"),
              "the bridge's Autograd kernel passes every call on below autograd, a gradient's too"),
+    Mutation("bridge-dtype-as-float32", "plugins/tensorplug_adapters/torch_bridge.cc",
+             "? g_dtypes[dtype] :", "? g_dtypes[6] :",
+             ("tests/test_torch_bridge.py", "-k", "suite"), "the compiled bridge reads every tensor as float32"),
 ]
