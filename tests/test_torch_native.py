@@ -45,14 +45,24 @@ typedef int32_t (*code_t)(void);
 
 static struct { void* lib; double alpha; float result[4]; int32_t rc; } job;
 
+/* The shim functions the threads call, resolved in libtorch_cpu. */
+static call_t call;
+static empty_t empty;
+static data_t data;
+static delete_t del;
+static code_t f32, cpu;
+
+static void resolve(void* lib) {
+  call = (call_t)dlsym(lib, "torch_call_dispatcher");
+  empty = (empty_t)dlsym(lib, "aoti_torch_empty_strided");
+  data = (data_t)dlsym(lib, "aoti_torch_get_data_ptr");
+  del = (delete_t)dlsym(lib, "aoti_torch_delete_tensor_object");
+  f32 = (code_t)dlsym(lib, "aoti_torch_dtype_float32");
+  cpu = (code_t)dlsym(lib, "aoti_torch_device_type_cpu");
+}
+
 static void* run(void* unused) {
   (void)unused;
-  call_t call = (call_t)dlsym(job.lib, "torch_call_dispatcher");
-  empty_t empty = (empty_t)dlsym(job.lib, "aoti_torch_empty_strided");
-  data_t data = (data_t)dlsym(job.lib, "aoti_torch_get_data_ptr");
-  delete_t del = (delete_t)dlsym(job.lib, "aoti_torch_delete_tensor_object");
-  code_t f32 = (code_t)dlsym(job.lib, "aoti_torch_dtype_float32");
-  code_t cpu = (code_t)dlsym(job.lib, "aoti_torch_device_type_cpu");
   int64_t size = 4, stride = 1;
   void* x = 0;
   if (empty(1, &size, &stride, f32(), cpu(), 0, &x)) { job.rc = 2; return 0; }
@@ -75,12 +85,6 @@ static void* run(void* unused) {
 /* tptest::row_sum of [[0, 1], [2, 3]]: the result's two values in job.result. */
 static void* run_row_sum(void* unused) {
   (void)unused;
-  call_t call = (call_t)dlsym(job.lib, "torch_call_dispatcher");
-  empty_t empty = (empty_t)dlsym(job.lib, "aoti_torch_empty_strided");
-  data_t data = (data_t)dlsym(job.lib, "aoti_torch_get_data_ptr");
-  delete_t del = (delete_t)dlsym(job.lib, "aoti_torch_delete_tensor_object");
-  code_t f32 = (code_t)dlsym(job.lib, "aoti_torch_dtype_float32");
-  code_t cpu = (code_t)dlsym(job.lib, "aoti_torch_device_type_cpu");
   int64_t sizes[2] = {2, 2}, strides[2] = {2, 1};
   void* x = 0;
   if (empty(2, sizes, strides, f32(), cpu(), 0, &x)) { job.rc = 2; return 0; }
@@ -98,6 +102,7 @@ static void* run_row_sum(void* unused) {
 }
 
 static int wait_for(void* (*body)(void*), double timeout_s, float* out) {
+  resolve(job.lib);
   pthread_t thread;
   pthread_create(&thread, 0, body, 0);
   struct timespec deadline;

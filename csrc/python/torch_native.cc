@@ -653,6 +653,20 @@ struct PrimaryDevice {
   }
 };
 
+// A scalar parameter's value: the same bits on torch's stable stack and the bridge's.
+inline void ScalarArg(Kind kind, StableIValue v, TPAny* a) {
+  if (kind == Kind::kInt) {
+    a->type_index = kTPInt;
+    a->v_int64 = static_cast<int64_t>(v);
+  } else if (kind == Kind::kFloat) {
+    a->type_index = kTPFloat;
+    std::memcpy(&a->v_float64, &v, sizeof a->v_float64);
+  } else {  // kBool
+    a->type_index = kTPBool;
+    a->v_int64 = (v & 0xff) != 0;
+  }
+}
+
 [[noreturn]] void FailCounts(const TorchPlan& plan, uint64_t num_args, uint64_t num_outputs) {
   Fail(plan, "RuntimeError", "torch passed " + std::to_string(num_args) + " argument(s) and expects " +
                                  std::to_string(num_outputs) + " result(s); the op declares " +
@@ -739,19 +753,9 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
         break;
       }
       case Kind::kInt:
-        a.type_index = kTPInt;
-        a.v_int64 = static_cast<int64_t>(v);
-        break;
-      case Kind::kFloat: {
-        double d;
-        std::memcpy(&d, &v, sizeof d);
-        a.type_index = kTPFloat;
-        a.v_float64 = d;
-        break;
-      }
+      case Kind::kFloat:
       case Kind::kBool:
-        a.type_index = kTPBool;
-        a.v_int64 = (v & 0xff) != 0;
+        ScalarArg(p.kind, v, &a);
         break;
       case Kind::kStr: {
         // torch's string handle holds a NUL-terminated string, kept until the call ends.
@@ -951,16 +955,9 @@ void RunBridged(const TorchPlan& plan, StableIValue* stack, TensorFacts* facts, 
         break;
       }
       case Kind::kInt:
-        a.type_index = kTPInt;
-        a.v_int64 = static_cast<int64_t>(v);
-        break;
       case Kind::kFloat:
-        a.type_index = kTPFloat;
-        std::memcpy(&a.v_float64, &v, sizeof a.v_float64);
-        break;
       case Kind::kBool:
-        a.type_index = kTPBool;
-        a.v_int64 = (v & 0xff) != 0;
+        ScalarArg(p.kind, v, &a);
         break;
       default:  // never: bridge_kinds holds no other kind
         Fail(plan, "RuntimeError", "the compiled torch bridge cannot pass argument '" + p.name + "'");
