@@ -8,9 +8,9 @@
 // at::Tensor the stack already holds (borrowed, nothing allocated), a scalar as its bits,
 // and tensors are read through torch's inline accessors into DLTensors. The call itself,
 // the op's plan, its rules, the env binding and the checks, stays tensorplug's
-// (torch_native.cc's BridgeRun, reached through the `run` pointer given at init). An op whose parameters are
-// all tensors, ints, floats and bools, none optional, can take this kernel; the others
-// keep the stable one. When the Autograd kernel passes a call on (to `<op>.nograd` or
+// (torch_native.cc's BridgeRun, reached through the `run` pointer given at init). An op
+// whose parameters are all tensors, ints, floats and bools, none optional, can take this
+// kernel; the others keep the stable one. When the Autograd kernel passes a call on (to `<op>.nograd` or
 // `<op>.grad`), this file calls that overload on its own stack.
 //
 // The interface to tensorplug is plain C, its version checked at init.
