@@ -187,6 +187,7 @@ struct TensorFacts {
 using BridgeRead = void (*)(const void* tensor, TensorFacts* out);
 std::atomic<BridgeRead> g_bridge_read{nullptr};
 
+// The facts of `h` through the shim (seven calls; the data pointer includes the storage offset).
 void ReadShim(AtenTensorHandle h, TensorFacts* out) {
   int64_t ndim = 0;
   int64_t* sizes = nullptr;
@@ -201,8 +202,8 @@ void ReadShim(AtenTensorHandle h, TensorFacts* out) {
   DLDataType dl{0, 0, 0};
   DLFromTorchDType(out->torch_dtype, &dl);
   const int32_t dl_device = DLDeviceOf(out->torch_device_type);
-  out->view = DLTensor{data, DLDevice{static_cast<DLDeviceType>(dl_device < 0 ? 0 : dl_device), device_index < 0 ? 0 : device_index},
-                       static_cast<int32_t>(ndim), dl, sizes, strides, 0};
+  const DLDevice device{static_cast<DLDeviceType>(dl_device < 0 ? 0 : dl_device), device_index < 0 ? 0 : device_index};
+  out->view = DLTensor{data, device, static_cast<int32_t>(ndim), dl, sizes, strides, 0};
 }
 
 // Whether `facts` describe a tensor tensorplug can pass (FactsError says why not).
