@@ -1,8 +1,10 @@
-"""The compiled torch bridge (plugins/tensorplug_adapters/torch_bridge.cc and .py): with
-TENSORPLUG_TORCH_BRIDGE=1 an op whose parameters are plain tensors and scalars gets
+"""The compiled torch bridge (plugins/tensorplug_adapters/torch_bridge.cc and .py): unless
+TENSORPLUG_TORCH_BRIDGE=0, an op whose parameters are plain tensors and scalars gets
 dispatcher kernels compiled at run time against the torch in hand, which pass torch's stack
-on borrowed to the same plan as the stable kernels. The bridge is chosen once per process,
-so each test runs its own Python with the variable set.
+on borrowed to the same plan as the stable kernels. The rest of the suite runs with the
+bridge, the default; here the native kernel's tests run again on the stable kernels, which
+every op takes where the bridge cannot be built. The bridge is chosen once per process, so
+each test runs its own Python with the variable set.
 """
 
 import os
@@ -22,10 +24,15 @@ ROOT = TESTS.parent
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "c++")) is None, reason="no C++ compiler")
 
 
-def run_python(code: str, **env) -> subprocess.CompletedProcess:
-    """``code`` in a fresh interpreter with the bridge asked for (and ``env`` on top)."""
+def run_python(code: str, bridge: str | None = "1", **env) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter with ``TENSORPLUG_TORCH_BRIDGE=bridge`` (None: unset, the
+    default) and ``env`` on top."""
+    environ = {**os.environ, **env}
+    environ.pop("TENSORPLUG_TORCH_BRIDGE", None)
+    if bridge is not None:
+        environ["TENSORPLUG_TORCH_BRIDGE"] = bridge
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          cwd=TESTS, env={**os.environ, "TENSORPLUG_TORCH_BRIDGE": "1", **env}, timeout=600)
+                          cwd=TESTS, env=environ, timeout=600)
 
 
 PREAMBLE = """
@@ -136,24 +143,39 @@ def test_a_bridge_kernel_needs_neither_python_nor_the_gil(tmp_path):
     assert done.stdout.splitlines()[-1] == "0 [1.0, 5.0] True", done.stdout + done.stderr
 
 
-def test_the_suite_of_the_native_kernel_passes_on_the_bridge():
+def test_the_bridge_is_the_default_and_zero_turns_it_off():
+    code = PREAMBLE + """
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    print(row_sum(x).tolist(), torch_bridge.attached(), torch_native.bridged(row_sum))
+    """
+    default, off = run_python(code, bridge=None), run_python(code, bridge="0")
+    assert default.returncode == 0, default.stderr
+    assert off.returncode == 0, off.stderr
+    assert default.stdout.splitlines() == ["[3.0, 12.0] True True"]
+    assert off.stdout.splitlines() == ["[3.0, 12.0] False False"]
+
+
+def test_the_suite_of_the_native_kernel_passes_on_the_stable_kernels():
     # The native kernel's tests, whose ops with plain parameters (tptest::axpy, row_sum,
-    # plus_and_twice, and more) now run on the bridge.
+    # plus_and_twice, and more) run on the bridge in the rest of the suite, run here on the
+    # stable kernels, as on a machine without a compiler.
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
          str(TESTS / "test_torch_native.py"), str(TESTS / "test_op_torch.py"), str(TESTS / "test_grad_torch.py")],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "TENSORPLUG_TORCH_BRIDGE": "1"}, timeout=1200)
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "TENSORPLUG_TORCH_BRIDGE": "0"}, timeout=1200)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert " passed" in done.stdout.splitlines()[-1]
 
 
-def test_without_a_compiler_the_ops_keep_the_stable_kernels(tmp_path):
-    # The kernels are built before torch is imported; the bridge, asked for when torch's
-    # first op is registered, finds no compiler.
+@pytest.mark.parametrize("bridge, level", [("1", "WARNING"), (None, "INFO")], ids=["asked", "default"])
+def test_without_a_compiler_the_ops_keep_the_stable_kernels(tmp_path, bridge, level):
+    # The kernels are built before torch is imported; the bridge, wanted when torch's first
+    # op is registered, finds no compiler. Asked for by name, that is a warning; by default,
+    # a fact of the machine, logged at INFO.
     done = run_python(f"""
     import logging, os
     import op_kernels, tensorplug
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     module = op_kernels.ops().module
     os.environ["CXX"] = {str(tmp_path / "no-such-c++")!r}
     import torch
@@ -163,10 +185,12 @@ def test_without_a_compiler_the_ops_keep_the_stable_kernels(tmp_path):
     x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
     print(row_sum(x).tolist(), torch_bridge.attached(), torch_native.bridged(row_sum))
     print(torch_bridge.error())
-    """)
+    """, bridge=bridge)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "[3.0, 12.0] False False"
     assert lines[1].startswith("the compiled torch bridge could not be built or loaded: no c++ compiler found: "
                                f"'{tmp_path / 'no-such-c++'}' is not on PATH")
-    assert "torch ops keep the stable kernels" in done.stderr
+    logged = [line for line in done.stderr.splitlines() if "torch ops keep the stable kernels" in line]
+    assert len(logged) == 1 and logged[0].startswith(f"{level} tensorplug: the compiled torch bridge could not"), \
+        done.stderr

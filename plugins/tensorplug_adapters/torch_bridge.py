@@ -9,10 +9,11 @@ instructions per call that a kernel compiled against torch's headers does not pa
 borrowed, to the same plan (``csrc/python/torch_native.cc``), so everything else (rules,
 checks, the stream and allocator, the Autograd kernel's choices) is the stable path's.
 
-It is opt-in: with ``TENSORPLUG_TORCH_BRIDGE=1`` the first torch op builds it with the
-system C++ compiler (about 5 s, once per torch version: :func:`tensorplug.cpp.build`'s cache)
-and loads it. Without a compiler, or if the build fails, the ops keep the stable kernels and
-the reason is logged as a warning. docs/decisions.md says why it is not the default.
+It is on unless ``TENSORPLUG_TORCH_BRIDGE=0``: the first torch op of a process builds it with
+the system C++ compiler (about 6 s, once per torch version: :func:`tensorplug.cpp.build`'s
+cache) and loads it. Without a compiler, or if the build fails, the ops keep the stable
+kernels and the reason is logged (INFO; WARNING where ``TENSORPLUG_TORCH_BRIDGE=1`` asked for
+the bridge). docs/decisions.md says why it is the default.
 """
 
 from __future__ import annotations
@@ -31,8 +32,15 @@ _attach_error: str | None = None
 
 
 def wanted() -> bool:
-    """Whether the environment asks for the bridge (``TENSORPLUG_TORCH_BRIDGE=1``)."""
-    return os.environ.get(ENV, "") == "1"
+    """Whether the bridge is to be used: unless the environment says ``TENSORPLUG_TORCH_BRIDGE=0``."""
+    return os.environ.get(ENV, "") != "0"
+
+
+def _log_failure() -> None:
+    # Asked for by name, a missing bridge is worth a warning; by default it is a fact of the
+    # machine (no compiler, a read-only cache), and every op still works.
+    level = logging.WARNING if os.environ.get(ENV, "") == "1" else logging.INFO
+    _log.log(level, "tensorplug: %s; torch ops keep the stable kernels", _attach_error)
 
 
 def build(torch) -> str:
@@ -65,7 +73,7 @@ def attach(torch) -> bool:
         library = ctypes.CDLL(build(torch))
     except (cpp.BuildError, OSError) as e:
         _attach_error = f"the compiled torch bridge could not be built or loaded: {e}"
-        _log.warning("tensorplug: %s; torch ops keep the stable kernels", _attach_error)
+        _log_failure()
         return False
     interface, run, error_text, dtypes, num_dtypes = exchange.torch_native_bridge_entry()
     library.tp_torch_bridge_init.restype = ctypes.c_int32
@@ -74,7 +82,7 @@ def attach(torch) -> bool:
     expected = library.tp_torch_bridge_init(interface, run, error_text, dtypes, num_dtypes)
     if expected != 0:
         _attach_error = f"the compiled torch bridge speaks interface {expected}, this tensorplug {interface}"
-        _log.warning("tensorplug: %s; torch ops keep the stable kernels", _attach_error)
+        _log_failure()
         return False
     library.tp_torch_bridge_register.restype = ctypes.c_int32
     library.tp_torch_bridge_register.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32,

@@ -302,9 +302,9 @@ MUTATIONS = [
              ("tests/test_torch_bridge.py", "-k", "plain_tensors"), "the compiled bridge passes a float argument as 0.0"),
     Mutation("bridge-hop-to-nograd", "plugins/tensorplug_adapters/torch_bridge.cc",
              "      HopTo(handle, hop).callBoxed(stack);", '      HopTo(handle, "nograd").callBoxed(stack);',
-             ("tests/test_torch_bridge.py", "-k", "suite"),
+             ("tests/test_grad_torch.py",),
              "the bridge's Autograd kernel passes every call on below autograd, a gradient's too"),
     Mutation("bridge-dtype-as-float32", "plugins/tensorplug_adapters/torch_bridge.cc",
              "? g_dtypes[dtype] :", "? g_dtypes[6] :",
-             ("tests/test_torch_bridge.py", "-k", "suite"), "the compiled bridge reads every tensor as float32"),
+             ("tests/test_torch_native.py", "-k", "dlpack_lacks"), "the compiled bridge reads every tensor as float32"),
 ]
