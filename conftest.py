@@ -1,7 +1,8 @@
 """Root pytest configuration: shared, session-scoped compiled kernels.
 
 Kernels are compiled once per session into a cache directory private to the run (so the
-suite also proves that a cold build works), unless TENSORPLUG_CACHE_DIR is already set.
+suite also proves that a cold build works), unless TENSORPLUG_CACHE_DIR is already set; the
+same for inductor's cache (TORCHINDUCTOR_CACHE_DIR).
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ ROOT = Path(__file__).parent
 
 if "TENSORPLUG_CACHE_DIR" not in os.environ:
     os.environ["TENSORPLUG_CACHE_DIR"] = tempfile.mkdtemp(prefix="tensorplug-test-cache-")
+
+# inductor's caches likewise: a graph cached by an earlier run (another tensorplug, whose
+# ops had other overloads) must not stand in for what this tree compiles.
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="tensorplug-test-inductor-")
 
 # jax puts new arrays on a GPU where it has one, and most of the suite's kernels read host
 # memory: jax arrays default to the CPU here (subprocesses inherit it), and the GPU tests ask

@@ -4,7 +4,7 @@ torch functionalizes a mutable custom op itself only in its Python functional mo
 (``auto_functionalized``); its C++ functionalization, behind ``torch.func.functionalize``,
 needs a Functionalize kernel, and an op with one is no longer auto-functionalized. The
 torch adapter gives the op both: a Functionalize kernel that calls ``auto_functionalized``
-on the op's ``functionalizable`` overload (plugins/tensorplug_adapters/torch_compile.py).
+on the op's ``mutable`` overload (plugins/tensorplug_adapters/torch_compile.py).
 These tests check each functionalization, and the compilers that run one, against eager.
 """
 
@@ -94,16 +94,16 @@ def _mutating_calls(gm):
             and node.target._schema.is_mutable and node.target is not torch.ops.aten.copy_.default]
 
 
-def test_only_ops_that_write_have_a_functionalizable_overload(ops):
+def test_only_ops_that_write_have_a_mutable_overload(ops):
     # (grad and nograd: the overloads a native Autograd kernel passes calls on to,
     # tests/test_torch_native.py.)
     axpy = torch.ops.tptest.axpy
-    assert sorted(axpy.overloads()) == ["default", "functionalizable", "grad", "nograd"]
-    assert str(axpy.functionalizable._schema) == \
-        "tptest::axpy.functionalizable(Tensor x, Tensor y, Tensor(a!) out, float alpha) -> ()"
+    assert sorted(axpy.overloads()) == ["default", "grad", "mutable", "nograd"]
+    assert str(axpy.mutable._schema) == \
+        "tptest::axpy.mutable(Tensor x, Tensor y, Tensor(a!) out, float alpha) -> ()"
     assert torch._C._dispatch_has_kernel_for_dispatch_key("tptest::axpy", "Functionalize")
     assert torch._C._dispatch_has_kernel_for_dispatch_key("tptest::axpy.nograd", "Functionalize")
-    assert not torch._C._dispatch_has_kernel_for_dispatch_key("tptest::axpy.functionalizable", "Functionalize")
+    assert not torch._C._dispatch_has_kernel_for_dispatch_key("tptest::axpy.mutable", "Functionalize")
     assert torch.ops.tptest.pad.overloads() == ["default"]  # a Python shape function: the Python kernels
     for name in ("scale", "row_sum", "pad", "arange", "plus_and_twice"):
         if name != "pad":
@@ -111,9 +111,9 @@ def test_only_ops_that_write_have_a_functionalizable_overload(ops):
         assert not torch._C._dispatch_has_kernel_for_dispatch_key(f"tptest::{name}", "Functionalize")
     x = _x(3)
     out = torch.zeros(3)
-    assert axpy.functionalizable(x, x, out, 2.0) is None  # the same kernel
+    assert axpy.mutable(x, x, out, 2.0) is None  # the same kernel
     torch.testing.assert_close(out, 3 * x)
-    torch.library.opcheck(axpy.functionalizable, (x.double(), x.double(), torch.zeros(3, dtype=torch.float64), 0.5))
+    torch.library.opcheck(axpy.mutable, (x.double(), x.double(), torch.zeros(3, dtype=torch.float64), 0.5))
 
 
 def test_functionalize_equals_eager_and_writes_the_input_back(ops):
@@ -136,7 +136,7 @@ def test_make_fx_of_functionalize_calls_the_op_on_a_copy_only(ops):
     assert _mutating_calls(gm) == []
     calls = [node for node in gm.graph.nodes if node.op == "call_function"]
     af = next(node for node in calls if node.target is torch.ops.higher_order.auto_functionalized)
-    assert af.args == (torch.ops.tptest.axpy.functionalizable,)
+    assert af.args == (torch.ops.tptest.axpy.mutable,)
     assert af.kwargs["alpha"] == 3.0 and af.kwargs["out"].op == "placeholder"
     # the new value of out is auto_functionalized's result 1, copied into the input once, last
     copies = [node for node in calls if node.target is torch.ops.aten.copy_.default]
@@ -154,7 +154,7 @@ def test_functionalize_of_a_written_view_scatters_into_its_base(ops):
     torch.testing.assert_close(torch.func.functionalize(f)(x), expected)
     gm = make_fx(torch.func.functionalize(f, remove="mutations_and_views"))(x)
     assert _mutating_calls(gm) == []
-    assert "auto_functionalized(torch.ops.tptest.axpy.functionalizable" in gm.code and "select_scatter" in gm.code
+    assert "auto_functionalized(torch.ops.tptest.axpy.mutable" in gm.code and "select_scatter" in gm.code
     torch.testing.assert_close(gm(x), expected)
 
 
@@ -207,7 +207,7 @@ def test_export_functionalizes_a_written_buffer(ops):
     decomposed = exported.run_decompositions()
     gm = decomposed.graph_module
     assert _mutating_calls(gm) == []
-    assert "auto_functionalized(torch.ops.tptest.axpy.functionalizable" in gm.code
+    assert "auto_functionalized(torch.ops.tptest.axpy.mutable" in gm.code
     assert list(decomposed.graph_signature.buffers_to_mutate.values()) == ["state"]
     module, reference = decomposed.module(), _WritesItsBuffer(ops)
     for _ in range(2):  # the buffer's write carries over between calls

@@ -112,7 +112,7 @@ def test_every_call_of_the_native_kernel_bumps_the_written_tensor_once(ops):
         lambda: packet.default(x, out, 1.0),
         lambda: packet.nograd(x, out, 1.0),             # below autograd: the kernel itself
         lambda: packet.grad(x, out, 1.0),               # the Python Autograd kernel, then .nograd
-        lambda: packet.functionalizable(x, out, 1.0),
+        lambda: packet.mutable(x, out, 1.0),
     ]
     for k, call in enumerate(calls, start=1):
         call()

@@ -7,7 +7,7 @@ of tensors (views) ``Tensor[]``, int lists ``SymInt[]``, each with ``?`` when op
 (meta) implementation makes empty tensors from the op's output rule, so ``torch.compile``,
 ``torch.export`` and ``functionalize`` trace the op as one node; its real implementation
 calls the kernel. An op that writes arguments also gets a ``Functionalize`` kernel and
-an overload ``<name>.functionalizable`` for it (:func:`_functionalize`), so that
+an overload ``<name>.mutable`` for it (:func:`_functionalize`), so that
 ``torch.func.functionalize`` takes it too. The autograd formula comes from the op's
 declared backward (``torch_autograd``).
 
@@ -35,7 +35,9 @@ _SCHEMA_TYPES = {"view": "Tensor", "tensor": "Tensor", "mview": "Tensor", "int":
                  "ints": "SymInt[]"}
 
 #: The overload name of an op's auto-functionalizable twin (ops that write arguments only).
-FUNCTIONALIZABLE = "functionalizable"
+#: Graphs call it for every such op: at most 15 characters, because torch's Python call of
+#: an overload copies its name into a std::string, which then fits without an allocation.
+FUNCTIONALIZABLE = "mutable"
 # The overloads a native Autograd kernel passes calls on to (csrc/python/torch_native.cc).
 NO_GRAD, GRAD = "nograd", "grad"
 
@@ -259,7 +261,7 @@ def _functionalize(torch, op, functionalizable):
     kernel gives it the functional form ``auto_functionalized`` computes: the op runs,
     through its ``FUNCTIONALIZABLE`` overload, on clones of the written tensors, and each
     written argument is then replaced by its clone, so the graph holds
-    ``auto_functionalized(<op>.functionalizable, ...)`` and, for a written graph input, a
+    ``auto_functionalized(<op>.mutable, ...)`` and, for a written graph input, a
     ``copy_`` at the end; inductor re-inplaces it. The overload is needed because
     torch auto-functionalizes only ops without a Functionalize kernel.
     """

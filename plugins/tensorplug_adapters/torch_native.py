@@ -58,7 +58,7 @@ def _load_shim(torch) -> str | None:
 
 def register(torch, op, key: str, names) -> int | None:
     """Register the native kernel of ``op`` as its ``key`` kernel for each overload in
-    ``names`` (``"name"``, ``"name.functionalizable"``) and return its plan's slot (for
+    ``names`` (``"name"``, ``"name.mutable"``) and return its plan's slot (for
     :func:`register_more` and :func:`register_autograd`). None, with :func:`reason` set,
     when the op keeps the Python kernel."""
     try:
