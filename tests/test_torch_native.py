@@ -256,6 +256,13 @@ def test_where_torch_keeps_no_text_the_caller_gets_the_text_tensorplug_noted(ops
         routed.axpy(torch.ones(3), torch.ones(2), torch.ones(3), 1.0)
     assert str(info.value) == ("tpnative::axpy_routed(): ValueError: axpy: x, y and out must have one shape, "
                                "got [3], [2], [3] (check failed: x.sizes() == y.sizes() && x.sizes() == out.sizes())")
+    # The same through the stable kernels' hop, which an op with an optional parameter keeps
+    # also where the compiled bridge takes axpy (the bridge's hop keeps torch's exception).
+    with pytest.raises(RuntimeError) as info:
+        routed.scale(torch.ones(3), 2.0, torch.ones(2))
+    assert str(info.value) == ("tpnative::scale_routed(): ValueError: scale: bias must be like x "
+                               "(check failed: bias->sizes() == x.sizes() && bias->dtype() == x.dtype())")
+    assert not torch_native.bridged(routed.scale)
     # The refusal of a gradient through a written argument (the Python kernel's own).
     with pytest.raises(RuntimeError, match=r"^tpnative::axpy_routed writes 'out' in place and has no gradient"):
         routed.axpy(torch.ones(3, requires_grad=True), torch.ones(3), torch.ones(3), 1.0)
