@@ -22,8 +22,10 @@ def free_port() -> int:
 
 def run_workers(script: str, arg_lists: list[list[str]], out_dir: Path, timeout: float = 240) -> list[dict]:
     """Run ``python tests/<script> *args OUT`` once per item of ``arg_lists``, at the same
-    time, and return each one's JSON record; the processes' output is shown on failure."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
+    time, and return each one's JSON record; every failed process's output is shown, with
+    the Python stack of each of its threads where it died of a signal (faulthandler)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
+               PYTHONFAULTHANDLER="1")
     procs, outs, logs = [], [], []
     try:
         for i, args in enumerate(arg_lists):
@@ -40,9 +42,11 @@ def run_workers(script: str, arg_lists: list[list[str]], out_dir: Path, timeout:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+    failed = [f"{script} {' '.join(args)} exited {proc.returncode}:\n{log.read_text()[-6000:]}"
+              for proc, out, log, args in zip(procs, outs, logs, arg_lists) if proc.returncode != 0 or not out.exists()]
+    assert not failed, "\n\n".join(failed)
     records = []
-    for proc, out, log in zip(procs, outs, logs):
-        assert proc.returncode == 0 and out.exists(), f"{script} exited {proc.returncode}:\n{log.read_text()[-6000:]}"
+    for out in outs:
         record = json.loads(out.read_text())
         assert "crash" not in record, record["crash"]
         records.append(record)
