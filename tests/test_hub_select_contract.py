@@ -1,0 +1,228 @@
+"""The hub's matching rules as a contract (docs/hub.md, "Matching: which build loads here"),
+through the public ``hub.select(name, source=<directory>, machine=...)``.
+
+A build runs here when its ABI, OS and architecture are the machine's, its libc is the
+process's and no newer (versions compared as versions, an equal one included), its ISA
+level is one the CPU runs, and its GPU code (if any) has a driver at least its toolkit and
+code for every visible device. Among those that run the best is the newest version, then
+the newest ABI, then GPU code over none (the newer toolkit first), then the highest ISA.
+
+The layouts here are index files only (``builds.json`` written as ``publish`` writes it):
+``select`` reads descriptions, never the files, so no compiler is needed. The oracle below
+is written from the docs, not from ``hub/_select.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis", reason="hypothesis not installed")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tensorplug import hub  # noqa: E402
+
+NAME = "tp-contract/kern"
+EXAMPLES = int(os.environ.get("TENSORPLUG_HYPOTHESIS_EXAMPLES", "60"))
+BOUNDED = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+                   suppress_health_check=[HealthCheck.too_slow])
+
+LEVELS = {"x86_64": ["x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"], "aarch64": ["armv8-a", "armv8.2-a", "armv9-a"]}
+_serial = itertools.count()
+
+
+def _build(**fields) -> dict:
+    """An index entry (the fields publish writes), a fresh digest each."""
+    base = dict(name=NAME, version="1.0.0", abi=1, os="linux", arch="x86_64", libc="glibc", libc_version="2.17",
+                isa="x86-64", cuda=None, rocm=None, gpu_archs=[], functions=["f"])
+    entry = {**base, **fields}
+    serial = next(_serial)
+    entry["sha256"] = hashlib.sha256(f"{serial}".encode()).hexdigest()
+    gpu = f"-cuda{entry['cuda']}" if entry["cuda"] else f"-rocm{entry['rocm']}" if entry["rocm"] else ""
+    entry["file"] = f"{entry['version']}/{entry['arch']}-{entry['isa']}{gpu}-{serial}/k.so"
+    entry["size"] = 1000 + serial
+    entry["gpu_archs"] = list(entry["gpu_archs"])
+    return entry
+
+
+def _layout(root: Path, builds: list[dict]) -> Path:
+    (root / NAME).mkdir(parents=True, exist_ok=True)
+    (root / "tensorplug-hub.json").write_text(json.dumps({"format": "tensorplug-hub/1", "libraries": [NAME]}))
+    (root / NAME / "builds.json").write_text(json.dumps({"format": "tensorplug-hub/1", "name": NAME,
+                                                         "builds": builds}))
+    return root
+
+
+def _machine(**fields) -> hub.Machine:
+    base = dict(abi=1, os="linux", arch="x86_64", libc="glibc", libc_version="2.36", isa="x86-64-v4",
+                gpus_probed=True)
+    return hub.Machine(**{**base, **fields})
+
+
+def _select(builds: list[dict], machine: hub.Machine):
+    with tempfile.TemporaryDirectory() as tmp:
+        return hub.select(NAME, source=_layout(Path(tmp), builds), machine=machine)
+
+
+# ------------------------------------------------------------ the rows of issue 40 ----
+def test_a_build_needing_exactly_this_glibc_runs_and_a_newer_one_does_not():
+    same, newer = _build(libc_version="2.36", isa="x86-64-v2"), _build(libc_version="2.37", isa="x86-64-v3")
+    selection = _select([same, newer], _machine(libc_version="2.36"))
+    assert selection.chosen is not None and selection.chosen.sha256 == same["sha256"]
+    verdicts = {c.build.sha256: (c.verdict, c.why) for c in selection.candidates}
+    assert verdicts[same["sha256"]] == ("chosen", "the only build that runs here")
+    assert verdicts[newer["sha256"]] == ("rejected", "needs glibc 2.37, this process has 2.36")
+
+
+def test_glibc_versions_compare_as_versions_not_text():
+    # "2.4" < "2.36" as versions (as text it is greater); "2.10" > "2.9".
+    old = _build(libc_version="2.4")
+    assert _select([old], _machine(libc_version="2.36")).chosen.sha256 == old["sha256"]
+    ten = _build(libc_version="2.10")
+    assert [c.why for c in _select([ten], _machine(libc_version="2.9")).candidates] == \
+        ["needs glibc 2.10, this process has 2.9"]
+
+
+def test_gpu_code_beats_a_higher_isa_level_without_it():
+    gpu = _build(isa="x86-64", cuda="12.4", gpu_archs=["sm_80"])
+    cpu = _build(isa="x86-64-v4")
+    selection = _select([cpu, gpu], _machine(cuda="12.4", cuda_devices=("sm_80",)))
+    assert selection.chosen.sha256 == gpu["sha256"]
+    assert [(c.verdict, c.why) for c in selection.candidates] == [
+        ("chosen", "the best build that runs here"),
+        ("runs", "ranked below: no GPU code, the chosen build has some")]
+    # Without a device the GPU build does not run, and the CPU build of the higher level wins.
+    assert _select([cpu, gpu], _machine(cuda="12.4")).chosen.sha256 == cpu["sha256"]
+
+
+def test_the_documented_order_version_abi_gpu_isa():
+    m = _machine(abi=2, cuda="12.6", cuda_devices=("sm_90",))
+    gpu_old_toolkit = _build(abi=2, cuda="12.0", gpu_archs=["sm_90"], isa="x86-64-v4")
+    gpu_new_toolkit = _build(abi=2, cuda="12.4", gpu_archs=["sm_90"], isa="x86-64")
+    assert _select([gpu_old_toolkit, gpu_new_toolkit], m).chosen.sha256 == gpu_new_toolkit["sha256"]
+    abi1 = _build(abi=1, cuda="12.4", gpu_archs=["sm_90"], isa="x86-64-v4")
+    abi2 = _build(abi=2, isa="x86-64")
+    # a build of another ABI than the runtime's never runs, whatever it holds
+    assert _select([abi1, abi2], m).chosen.sha256 == abi2["sha256"]
+    newer = _build(version="1.10.0", abi=2, isa="x86-64")
+    older = _build(version="1.9.0", abi=2, cuda="12.6", gpu_archs=["sm_90"], isa="x86-64-v4")
+    assert _select([older, newer], m).chosen.sha256 == newer["sha256"]  # 1.10 > 1.9 as versions
+
+
+# ------------------------------------------------------------------- the oracle ----
+def _vkey(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in v.split("."))
+
+
+def _sm(text: str) -> tuple[int, int]:
+    digits = text.split("_")[1].rstrip("af")
+    return int(digits[:-1]), int(digits[-1])
+
+
+def _cuda_code_runs(code: str, device: str) -> bool:
+    have = _sm(device)
+    want = _sm(code)
+    if code.startswith("compute_"):
+        return have >= want
+    if code[-1] in "af":
+        return have == want
+    return have[0] == want[0] and have[1] >= want[1]
+
+
+def _runs(b: dict, m: hub.Machine) -> bool:
+    if b["abi"] != m.abi or b["os"] != m.os or b["arch"] != m.arch:
+        return False
+    levels = LEVELS[b["arch"]]
+    if b["isa"] not in levels or levels.index(b["isa"]) > levels.index(m.isa):
+        return False
+    if b["libc"] is not None:
+        if b["libc"] != m.libc:
+            return False
+        if b["libc_version"] and m.libc_version and _vkey(b["libc_version"]) > _vkey(m.libc_version):
+            return False
+    if b["cuda"]:
+        if m.cuda is None or not m.cuda_devices or _vkey(b["cuda"]) > _vkey(m.cuda):
+            return False
+        if not all(any(_cuda_code_runs(c, d) for c in b["gpu_archs"]) for d in m.cuda_devices):
+            return False
+    if b["rocm"]:
+        if m.rocm is None or not m.rocm_devices or _vkey(b["rocm"]) > _vkey(m.rocm):
+            return False
+        if not all(d in b["gpu_archs"] for d in m.rocm_devices):
+            return False
+    return True
+
+
+def _order(b: dict) -> tuple:
+    gpu = b["cuda"] or b["rocm"]
+    return (_vkey(b["version"]), b["abi"], gpu is not None, _vkey(gpu) if gpu else (),
+            LEVELS[b["arch"]].index(b["isa"]))
+
+
+# ------------------------------------------------------------------ generators ----
+VERSIONS = ["1.0.0", "1.2.0", "1.9.0", "1.10.0", "2.0"]
+GLIBCS = ["2.4", "2.17", "2.9", "2.10", "2.35", "2.36"]
+TOOLKITS = ["11.8", "12.0", "12.4", "12.10"]
+SMS = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"]
+CUDA_CODES = SMS + ["sm_90a", "sm_100a", "compute_80", "compute_90", "compute_120"]
+GFX = ["gfx90a", "gfx942", "gfx1100"]
+
+
+@st.composite
+def builds(draw) -> dict:
+    arch = draw(st.sampled_from(["x86_64", "x86_64", "x86_64", "aarch64"]))
+    gpu = draw(st.sampled_from([None, None, "cuda", "rocm"]))
+    fields = dict(version=draw(st.sampled_from(VERSIONS)), abi=draw(st.sampled_from([1, 1, 2])), arch=arch,
+                  isa=draw(st.sampled_from(LEVELS[arch])),
+                  libc=draw(st.sampled_from(["glibc", "glibc", "glibc", "musl", None])))
+    fields["libc_version"] = draw(st.sampled_from(GLIBCS)) if fields["libc"] == "glibc" else None
+    if gpu == "cuda":
+        fields.update(cuda=draw(st.sampled_from(TOOLKITS)),
+                      gpu_archs=draw(st.lists(st.sampled_from(CUDA_CODES), min_size=1, max_size=3, unique=True)))
+    elif gpu == "rocm":
+        fields.update(rocm=draw(st.sampled_from(["6.0", "6.2", "6.10"])),
+                      gpu_archs=draw(st.lists(st.sampled_from(GFX), min_size=1, max_size=2, unique=True)))
+    return _build(**fields)
+
+
+@st.composite
+def machines(draw) -> hub.Machine:
+    arch = draw(st.sampled_from(["x86_64", "x86_64", "aarch64"]))
+    libc = draw(st.sampled_from(["glibc", "glibc", "musl"]))
+    cuda = draw(st.sampled_from([None, "11.8", "12.4", "12.10", "13.0"]))
+    rocm = draw(st.sampled_from([None, None, "6.2", "6.10"]))
+    return _machine(abi=draw(st.sampled_from([1, 1, 2])), arch=arch, isa=draw(st.sampled_from(LEVELS[arch])),
+                    libc=libc, libc_version=draw(st.sampled_from(GLIBCS)) if libc == "glibc" else None,
+                    cuda=cuda, cuda_devices=tuple(draw(st.lists(st.sampled_from(SMS), max_size=2, unique=True)))
+                    if cuda else (),
+                    rocm=rocm, rocm_devices=tuple(draw(st.lists(st.sampled_from(GFX), max_size=2, unique=True)))
+                    if rocm else ())
+
+
+@BOUNDED
+@given(st.lists(builds(), min_size=1, max_size=8), machines())
+def test_the_chosen_build_runs_here_and_no_better_one_does(entries, machine):
+    selection = _select(entries, machine)
+    by_digest = {e["sha256"]: e for e in entries}
+    running = [e for e in entries if _runs(e, machine)]
+    verdicts = {c.build.sha256: c.verdict for c in selection.candidates}
+    assert set(verdicts) == set(by_digest)
+    for digest, verdict in verdicts.items():  # every build judged by the documented rules
+        assert (verdict != "rejected") == _runs(by_digest[digest], machine), (by_digest[digest], machine, verdict)
+    if not running:
+        assert selection.chosen is None
+        return
+    chosen = by_digest[selection.chosen.sha256]
+    assert _order(chosen) == max(_order(e) for e in running), (chosen, running)
+    # the others that run follow, best first; then the rejected ones
+    keys = [_order(by_digest[c.build.sha256]) for c in selection.candidates if c.verdict != "rejected"]
+    assert keys == sorted(keys, reverse=True)
+    assert [c.verdict for c in selection.candidates] == \
+        ["chosen"] + ["runs"] * (len(running) - 1) + ["rejected"] * (len(entries) - len(running))
