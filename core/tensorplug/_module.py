@@ -18,11 +18,18 @@ class Module(types.ModuleType):
     ``m.path`` is the library's path; made by :func:`load_module`.
     """
 
-    def __init__(self, path, *, release_gil: bool = True, _load_flags: int = 0):
+    def __init__(self, path, *, release_gil: bool = True, _load_flags: int = 0, _display_path: str | None = None):
         path = os.fspath(path)
-        super().__init__(os.path.basename(path), f"tensorplug kernel library {path}")
-        handle, names = _core.load_library(path, _load_flags)
-        self.path = path
+        # _display_path: the file a verified load (/proc/self/fd/N, _verified.py) stands for.
+        shown = path if _display_path is None else _display_path
+        super().__init__(os.path.basename(shown), f"tensorplug kernel library {shown}")
+        try:
+            handle, names = _core.load_library(path, _load_flags)
+        except (OSError, ValueError, RuntimeError) as exc:
+            if shown == path:
+                raise
+            raise type(exc)(str(exc).replace(path, shown)) from None
+        self.path = shown
         self.functions: tuple[str, ...] = tuple(names)
         self._handle = handle
         for name in names:

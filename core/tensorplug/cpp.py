@@ -18,7 +18,8 @@ import tempfile
 from pathlib import Path
 
 from . import _core
-from ._module import Module, load_module
+from ._module import Module
+from ._verified import IntegrityError, file_digest, load_cdll_verified, load_module_verified, private_directory
 
 
 class BuildError(RuntimeError):
@@ -69,12 +70,15 @@ def cmake_dir() -> str:
 
 def cache_dir() -> Path:
     """Where compiled libraries are cached: ``$TENSORPLUG_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/tensorplug``, else ``~/.cache/tensorplug``."""
+    ``$XDG_CACHE_HOME/tensorplug``, else ``~/.cache/tensorplug``; created private (mode
+    0700) when missing. Raises PermissionError (``UnsafeDirectoryError``) naming it when
+    another user owns it or group or others may write it: they could swap the libraries
+    loaded from it (docs/reliability.md, "What is verified")."""
     root = os.environ.get("TENSORPLUG_CACHE_DIR")
     if root:
-        return Path(root)
+        return private_directory(root, "tensorplug cache directory (TENSORPLUG_CACHE_DIR)")
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tensorplug"
+    return private_directory(Path(base) / "tensorplug", "tensorplug cache directory")
 
 
 def _compiler(kind: str) -> str:
@@ -140,8 +144,48 @@ def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ld
     stub there (:func:`tensorplug.stubs.write_stub`: the library is loaded to read its
     signatures; the file is rewritten only when its text changes).
 
+    The library is checked against the digest its stamp recorded when it was built, and
+    built again when it differs; :func:`load` (and :func:`load_inline`) also load it
+    through the file that check read, so nothing swapped in after the check runs.
+
     Raises ValueError when ``name`` is not an identifier, FileNotFoundError for a missing
-    source, and :class:`BuildError` when no compiler is found or compilation fails."""
+    source, :class:`BuildError` when no compiler is found or compilation fails, and
+    PermissionError when the cache or ``build_directory`` is not private (:func:`cache_dir`)."""
+    path, _ = _build(name, sources, extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
+                     extra_ldflags=extra_ldflags, include_dirs=include_dirs, build_directory=build_directory,
+                     verbose=verbose)
+    if stub is not None:
+        from .stubs import write_stub
+
+        write_stub(path, stub)
+    return path
+
+
+def load(name: str, sources, *, release_gil: bool = True, **build_options) -> Module:
+    """:func:`build` the library and load it as a :class:`tensorplug.Module`, verified in
+    the same step: the loaded file is the one whose digest the build recorded (a file
+    swapped in at its path is refused with IntegrityError, a ValueError). ``build_options``
+    are :func:`build`'s keywords but ``stub``; ``release_gil`` is :func:`tensorplug.load_module`'s."""
+    if "stub" in build_options:
+        raise TypeError("load() got an unexpected keyword argument 'stub' (build() writes stubs)")
+    path, library = _build(name, sources, **build_options)
+    return load_module_verified(path, library, path, release_gil=release_gil)
+
+
+def load_cdll(name: str, sources, **build_options):
+    """:func:`build` a plain shared library (one that need not export tensorplug functions,
+    such as a framework's glue compiled at run time) and open it with ``ctypes.CDLL``,
+    verified in the same step as :func:`load` verifies. ``build_options`` are
+    :func:`build`'s keywords but ``stub``."""
+    if "stub" in build_options:
+        raise TypeError("load_cdll() got an unexpected keyword argument 'stub'")
+    path, library = _build(name, sources, **build_options)
+    return load_cdll_verified(path, library, path)
+
+
+def _build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=(), include_dirs=(),
+           build_directory=None, verbose: bool = False) -> tuple[str, str]:
+    """:func:`build`'s work: the library's path and the sha256 its stamp records."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ValueError(f"build() argument 'name': expected an identifier, got {name!r}")
     sources = [Path(s) for s in ([sources] if isinstance(sources, (str, os.PathLike)) else sources)]
@@ -154,50 +198,51 @@ def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ld
     compilers = {kind: _compiler(kind) for kind in set(kinds)}
     includes = [include_dir(), *map(str, include_dirs)]
 
-    h = hashlib.sha256()
-    version_script = hashlib.sha256(Path(_kernel_version_script()).read_bytes()).hexdigest()
-    for part in (name, _headers_digest(), version_script, str(_core.abi_version()),
-                 *map(_compiler_identity, compilers.values()),
-                 *_KERNEL_LDFLAGS, *extra_cflags, *extra_cuda_cflags, *extra_ldflags, *includes):
-        h.update(part.encode() + b"\0")
-    for src in sources:
-        h.update(src.name.encode() + b"\0" + src.read_bytes())
-    digest = h.hexdigest()
-    out_dir = Path(build_directory) if build_directory else cache_dir() / f"{name}_{digest[:16]}"
+    # Every input by name, so that a flag moved from one list to another is another build.
+    inputs = {"name": name, "headers": _headers_digest(), "abi": _core.abi_version(),
+              "version_script": file_digest(_kernel_version_script()),
+              "compilers": sorted(map(_compiler_identity, compilers.values())), "kernel_ldflags": _KERNEL_LDFLAGS,
+              "cflags": list(extra_cflags), "cuda_cflags": list(extra_cuda_cflags), "ldflags": list(extra_ldflags),
+              "includes": includes, "sources": [[src.name, file_digest(src)] for src in sources]}
+    digest = hashlib.sha256(json.dumps(inputs).encode()).hexdigest()
+    out_dir = (private_directory(build_directory, "build() argument 'build_directory'") if build_directory
+               else cache_dir() / f"{name}_{digest[:16]}")
     target = out_dir / f"{name}.so"
-    # The stamp next to `target` records the digest of the build that made it and of every
-    # header its sources included (the compiler's dependency list, system headers aside): a
-    # build_directory's path does not change with the sources, so the stamp says whether the
-    # library is current.
+    # The stamp next to `target` records the digest of the build that made it, of every
+    # header its sources included (the compiler's dependency list, system headers aside) and
+    # of the library it made: a build_directory's path does not change with the sources, so
+    # the stamp says whether the library is current, and a library that is not the one built
+    # (truncated by a full disk, replaced) is built again.
     stamp = out_dir / f"{name}.so.stamp"
     # One builder at a time per target (processes of one job build the same kernel at once:
     # ranks of a training run, test workers): the others wait and find it current, where a
     # second build would replace the file under a process that loaded the first.
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     with open(out_dir / f"{name}.so.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target.exists() and _stamp_current(stamp, digest)):
+        library = _stamp_current(stamp, digest, target)
+        if library is None:
             headers = _compile(name, sources, kinds, compilers, includes, out_dir, target, extra_cflags,
                                extra_cuda_cflags, extra_ldflags, verbose)
-            _write_if_changed(stamp, json.dumps({"digest": digest, "headers": _file_digests(headers)}, indent=1))
-    if stub is not None:
-        from .stubs import write_stub
-
-        write_stub(target, stub)
-    return str(target)
+            library = file_digest(target)
+            _write_if_changed(stamp, json.dumps({"digest": digest, "headers": _file_digests(headers),
+                                                 "library": library}, indent=1))
+    return str(target), library
 
 
 def _file_digests(paths) -> dict[str, str]:
-    return {str(p): hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in sorted(set(paths))}
+    return {str(p): file_digest(p) for p in sorted(set(paths))}
 
 
-def _stamp_current(stamp: Path, digest: str) -> bool:
-    """Whether ``stamp`` records the build ``digest`` and headers unchanged since."""
+def _stamp_current(stamp: Path, digest: str, target: Path) -> str | None:
+    """The digest of ``target`` when ``stamp`` records the build ``digest``, headers
+    unchanged since, and ``target`` as the library that build made; otherwise None."""
     try:
         record = json.loads(stamp.read_text())
-        return record["digest"] == digest and _file_digests(record["headers"]) == record["headers"]
-    except (OSError, ValueError, KeyError, TypeError):  # no stamp, a header gone, a stamp of another format
-        return False
+        current = record["digest"] == digest and _file_digests(record["headers"]) == record["headers"]
+        return record["library"] if current and file_digest(target) == record["library"] else None
+    except (OSError, ValueError, KeyError, TypeError):  # no stamp or library, a header gone, another format
+        return None
 
 
 def _dependencies(depfile: str, source: Path) -> list[str]:
@@ -348,10 +393,9 @@ def load_inline(name: str, cpp_sources, functions=None, *, cuda_sources=None, ex
         cu = src_dir / f"{name}_cuda.cu"
         _write_if_changed(cu, prelude + cuda_text)
         paths.append(cu)
-    path = build(name, paths, extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
-                 extra_ldflags=extra_ldflags, include_dirs=include_dirs, build_directory=build_directory,
-                 verbose=verbose)
-    return load_module(path, release_gil=release_gil)
+    return load(name, paths, extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
+                extra_ldflags=extra_ldflags, include_dirs=include_dirs, build_directory=build_directory,
+                verbose=verbose, release_gil=release_gil)
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -361,5 +405,5 @@ def _write_if_changed(path: Path, text: str) -> None:
         os.replace(tmp, path)
 
 
-__all__ = ["BuildError", "build", "load_inline", "include_dir", "compat_include_dir", "lib_dir", "cmake_dir",
+__all__ = ["BuildError", "IntegrityError", "build", "load", "load_cdll", "load_inline", "include_dir", "compat_include_dir", "lib_dir", "cmake_dir",
            "cache_dir"]

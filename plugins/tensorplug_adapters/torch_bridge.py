@@ -26,21 +26,54 @@ _log = logging.getLogger("tensorplug")
 
 ENV = "TENSORPLUG_TORCH_BRIDGE"
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_bridge.cc")
+_LIBRARY = "tensorplug_torch_bridge"
 
 _library: ctypes.CDLL | None = None
 _attach_error: str | None = None
 
 
+_warned: set[str] = set()
+_SWITCH = {"1": True, "true": True, "on": True, "yes": True, "0": False, "false": False, "off": False, "no": False}
+
+
 def wanted() -> bool:
-    """Whether the bridge is to be used: unless the environment says ``TENSORPLUG_TORCH_BRIDGE=0``."""
-    return os.environ.get(ENV, "") != "0"
+    """Whether the bridge is to be used: unless ``TENSORPLUG_TORCH_BRIDGE`` says no
+    (0/false/off/no, in any case); a value that is none of 0/1/false/true/off/on/no/yes is
+    refused with a warning naming it, and the default (on) holds."""
+    value = os.environ.get(ENV)
+    if value is None or not value.strip():
+        return True
+    switch = _SWITCH.get(value.strip().lower())
+    if switch is None:
+        if value not in _warned:  # once per value, not once per op declared
+            _warned.add(value)
+            _log.warning("tensorplug: %s=%r is not one of 0/1, false/true, off/on, no/yes; the compiled torch "
+                         "bridge stays on (the default)", ENV, value)
+        return True
+    return switch
+
+
+def _asked_by_name() -> bool:
+    return _SWITCH.get(os.environ.get(ENV, "").strip().lower()) is True
 
 
 def _log_failure() -> None:
     # Asked for by name, a missing bridge is worth a warning; by default it is a fact of the
     # machine (no compiler, a read-only cache), and every op still works.
-    level = logging.WARNING if os.environ.get(ENV, "") == "1" else logging.INFO
+    level = logging.WARNING if _asked_by_name() else logging.INFO
     _log.log(level, "tensorplug: %s; torch ops keep the stable kernels", _attach_error)
+
+
+def _build_options(torch) -> dict:
+    root = os.path.dirname(torch.__file__)
+    include, lib = os.path.join(root, "include"), os.path.join(root, "lib")
+    # torch's headers as system headers: the cache's stamp lists the headers a build
+    # included, and torch's hundreds are named by its version and commit instead.
+    cflags = ["-isystem", include, "-isystem", os.path.join(include, "torch", "csrc", "api", "include"),
+              f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}",
+              f"-DTENSORPLUG_TORCH_VERSION={torch.__version__}+{getattr(torch.version, 'git_version', '')}"]
+    ldflags = [f"-L{lib}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{lib}"]
+    return {"extra_cflags": cflags, "extra_ldflags": ldflags}
 
 
 def build(torch) -> str:
@@ -50,44 +83,39 @@ def build(torch) -> str:
     the build fails."""
     from tensorplug import cpp
 
-    root = os.path.dirname(torch.__file__)
-    include, lib = os.path.join(root, "include"), os.path.join(root, "lib")
-    # torch's headers as system headers: the cache's stamp lists the headers a build
-    # included, and torch's hundreds are named by its version and commit instead.
-    cflags = ["-isystem", include, "-isystem", os.path.join(include, "torch", "csrc", "api", "include"),
-              f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}",
-              f"-DTENSORPLUG_TORCH_VERSION={torch.__version__}+{getattr(torch.version, 'git_version', '')}"]
-    ldflags = [f"-L{lib}", "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{lib}"]
-    return cpp.build("tensorplug_torch_bridge", [_SOURCE], extra_cflags=cflags, extra_ldflags=ldflags)
+    return cpp.build(_LIBRARY, [_SOURCE], **_build_options(torch))
 
 
 def attach(torch) -> bool:
     """Build (or find) and load the bridge, once per process; False, with :func:`error`
-    saying why, where it cannot be had. torch's shim must be loaded (torch_native)."""
+    saying why, where it cannot be had. torch's shim must be loaded (torch_native). The
+    library is loaded as :func:`tensorplug.cpp.load_cdll` verifies it (the file its build
+    recorded; a truncated or replaced one is built again)."""
     global _library, _attach_error
     if _library is not None or _attach_error is not None:
         return _library is not None
     from tensorplug import cpp, exchange
 
     try:
-        library = ctypes.CDLL(build(torch))
-    except (cpp.BuildError, OSError) as e:
+        library = cpp.load_cdll(_LIBRARY, [_SOURCE], **_build_options(torch))
+        init, register_kernel, read = (library.tp_torch_bridge_init, library.tp_torch_bridge_register,
+                                       library.tp_torch_bridge_read)
+    except (cpp.BuildError, OSError, ValueError, AttributeError) as e:  # ValueError: IntegrityError
         _attach_error = f"the compiled torch bridge could not be built or loaded: {e}"
         _log_failure()
         return False
     interface, run, error_text, dtypes, num_dtypes = exchange.torch_native_bridge_entry()
-    library.tp_torch_bridge_init.restype = ctypes.c_int32
-    library.tp_torch_bridge_init.argtypes = [ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                             ctypes.c_int32]
-    expected = library.tp_torch_bridge_init(interface, run, error_text, dtypes, num_dtypes)
+    init.restype = ctypes.c_int32
+    init.argtypes = [ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32]
+    expected = init(interface, run, error_text, dtypes, num_dtypes)
     if expected != 0:
         _attach_error = f"the compiled torch bridge speaks interface {expected}, this tensorplug {interface}"
         _log_failure()
         return False
-    library.tp_torch_bridge_register.restype = ctypes.c_int32
-    library.tp_torch_bridge_register.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32,
-                                                 ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-    exchange.torch_native_bridge_read(ctypes.cast(library.tp_torch_bridge_read, ctypes.c_void_p).value)
+    register_kernel.restype = ctypes.c_int32
+    register_kernel.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_char_p,
+                                ctypes.c_char_p, ctypes.c_size_t]
+    exchange.torch_native_bridge_read(ctypes.cast(read, ctypes.c_void_p).value)
     _library = library
     return True
 

@@ -18,6 +18,9 @@ def add_parser(sub) -> None:
 
     def with_sources(parser):
         parser.add_argument("--source", action="append", metavar="SOURCE", help=SOURCE_HELP)
+        parser.add_argument("--key", action="append", metavar="KEY",
+                            help="a trusted public key (ed25519:... or a .pub file): every index read must be signed "
+                                 "by one; repeat for several; default: $TENSORPLUG_HUB_TRUSTED_KEYS")
         return parser
 
     listing = with_sources(commands.add_parser("list", help="list the libraries of the sources and their builds"))
@@ -50,6 +53,22 @@ def add_parser(sub) -> None:
     publish.add_argument("--rocm", metavar="X.Y", help="the builds hold ROCm code built with this ROCm version")
     publish.add_argument("--gpu-arch", action="append", default=[], metavar="ARCH",
                          help="a GPU architecture the builds hold code for (sm_90, compute_90, gfx90a); repeat")
+    publish.add_argument("--sign", metavar="KEYFILE", help="sign the library's index with this ed25519 private key "
+                                                           "(made by 'tensorplug hub keygen')")
+
+    keygen = commands.add_parser("keygen", help="make an ed25519 key pair for signing published indexes")
+    keygen.add_argument("keyfile", help="the private key file to write (mode 0600); the public key goes to KEYFILE.pub")
+
+    verify = with_sources(commands.add_parser(
+        "verify", help="check a site's signatures and every build file, or every build a lock file records"))
+    verify.add_argument("--lock", metavar="FILE", help="check the builds this lock file records")
+    verify.add_argument("--cache", metavar="DIR", help="cache directory (default: <tensorplug cache>/hub)")
+
+    vendor = with_sources(commands.add_parser(
+        "vendor", help="copy every build a lock file records into a directory that loads with no network"))
+    vendor.add_argument("lock", metavar="LOCK", help="the lock file")
+    vendor.add_argument("directory", metavar="DIR", help="the directory source to write (load with --source DIR)")
+    vendor.add_argument("--cache", metavar="DIR", help="cache directory (default: <tensorplug cache>/hub)")
 
 
 def run(args) -> int:
@@ -57,13 +76,13 @@ def run(args) -> int:
 
     try:
         return _COMMANDS[args.hub_command](hub, args)
-    except (hub.NoMatchingBuild, ValueError, OSError) as exc:  # IntegrityError is a ValueError
+    except (hub.NoMatchingBuild, ValueError, OSError, ImportError) as exc:  # IntegrityError is a ValueError
         print(f"tensorplug hub {args.hub_command}: {exc}", file=sys.stderr)
         return 1
 
 
 def _list(hub, args) -> int:
-    found = hub.libraries(args.source)
+    found = hub.libraries(args.source, trusted_keys=args.key)
     if args.name:
         found = {args.name: found.get(args.name, [])}
     for name, builds in found.items():
@@ -76,7 +95,7 @@ def _list(hub, args) -> int:
 
 def _explain(hub, args) -> int:
     name, version = hub.parse_requirement(args.name, "tensorplug hub explain")
-    selection = hub.select(name, version, source=args.source, lock=args.lock)
+    selection = hub.select(name, version, source=args.source, lock=args.lock, trusted_keys=args.key)
     print(selection.table())
     return 0 if selection.chosen is not None else 1
 
@@ -88,7 +107,7 @@ def _fetch(hub, args) -> int:
         return 2
     for requirement in requirements:
         name, version = hub.parse_requirement(requirement, "tensorplug hub fetch")
-        selection = hub.select(name, version, source=args.source, lock=args.lock)
+        selection = hub.select(name, version, source=args.source, lock=args.lock, trusted_keys=args.key)
         path = hub.fetch_selected(selection, source=args.source, lock=args.lock, cache=args.cache)
         build = selection.chosen
         print(f"{name} {build.version} {build.variant} sha256:{build.sha256} {path}")
@@ -96,7 +115,7 @@ def _fetch(hub, args) -> int:
 
 
 def _lock(hub, args) -> int:
-    for name, build in hub.lock(args.output, args.names, source=args.source).items():
+    for name, build in hub.lock(args.output, args.names, source=args.source, trusted_keys=args.key).items():
         print(f"locked {name} {build.version} {build.variant} sha256:{build.sha256} from {build.source}")
     return 0
 
@@ -110,13 +129,33 @@ def _publish(hub, args) -> int:
             return 2
         variants[isa] = path
     for build in hub.publish(args.root, args.name, args.version, variants, cuda=args.cuda, rocm=args.rocm,
-                             gpu_archs=args.gpu_arch):
+                             gpu_archs=args.gpu_arch, signing_key=args.sign):
         print(f"published {build.name} {build.version} {build.variant} sha256:{build.sha256} "
               f"{args.root.rstrip('/')}/{build.name}/{build.file}")
     return 0
 
 
-_COMMANDS = {"list": _list, "explain": _explain, "fetch": _fetch, "lock": _lock, "publish": _publish}
+def _keygen(hub, args) -> int:
+    public = hub.generate_key(args.keyfile)
+    print(f"wrote the private key {args.keyfile} (keep it secret) and the public key {args.keyfile}.pub:\n{public}")
+    return 0
+
+
+def _verify(hub, args) -> int:
+    for line in hub.verify_source(args.source, lock=args.lock, trusted_keys=args.key, cache=args.cache):
+        print(line)
+    return 0
+
+
+def _vendor(hub, args) -> int:
+    source = args.source[0] if args.source and len(args.source) == 1 else args.source
+    for name, build in hub.vendor(args.lock, args.directory, source=source, cache=args.cache).items():
+        print(f"vendored {name} {build.version} {build.variant} sha256:{build.sha256} into {args.directory}")
+    return 0
+
+
+_COMMANDS = {"list": _list, "explain": _explain, "fetch": _fetch, "lock": _lock, "publish": _publish,
+             "keygen": _keygen, "verify": _verify, "vendor": _vendor}
 
 
 __all__ = ["add_parser", "run"]

@@ -11,6 +11,7 @@ except what a file cannot tell: the ISA level it was compiled for and its GPU co
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -19,6 +20,7 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
+from .._verified import IntegrityError
 from ._elf import read_elf
 from ._machine import ISA_LEVELS
 
@@ -29,11 +31,6 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 _VERSION = re.compile(r"\d+(\.\d+)*")
 _GPU_ARCH = re.compile(r"(sm|compute)_\d+[af]?|gfx[0-9a-f]+")
 _CUDA_OR_ROCM_VERSION = re.compile(r"\d+\.\d+")
-
-
-class IntegrityError(ValueError):
-    """A file differs from its description (digest, size, or the facts the file records):
-    it was refused and nothing of it was loaded."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +80,10 @@ class Build:
         for key, kind in expected.items():
             if key not in data or not isinstance(data[key], kind) or isinstance(data[key], bool):
                 raise IntegrityError(f"{where}: build field '{key}' is missing or not {_kind_name(kind)}")
+        if not _NAME.fullmatch(data["name"]):
+            raise IntegrityError(f"{where}: build field 'name' is not a library name 'org/name': {data['name']!r}")
+        if not _VERSION.fullmatch(data["version"]):
+            raise IntegrityError(f"{where}: build field 'version' is not a version: {data['version']!r}")
         path = PurePosixPath(data["file"])
         if path.is_absolute() or ".." in path.parts or "\\" in data["file"] or not path.parts:
             raise IntegrityError(f"{where}: build file {data['file']!r} leaves the library's directory")
@@ -117,12 +118,18 @@ def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
+def load_json(text: str | bytes, where: str):
+    """JSON read from ``where`` (an index, a lock: written by someone else), or IntegrityError."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than the parser goes
+        why = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise IntegrityError(f"{where} is not JSON: {why}") from None
+
+
 def parse_index(text: str | bytes, where: str, name: str, source: str) -> list[Build]:
     """The builds of ``name`` in a builds.json text read from ``where``."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise IntegrityError(f"{where} is not JSON: {exc}") from None
+    data = load_json(text, where)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         got = data.get("format") if isinstance(data, dict) else data
         raise IntegrityError(f"{where}: expected format {FORMAT!r}, got {got!r}")
@@ -136,59 +143,18 @@ def parse_index(text: str | bytes, where: str, name: str, source: str) -> list[B
 
 
 def parse_root_index(text: str | bytes, where: str) -> list[str]:
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise IntegrityError(f"{where} is not JSON: {exc}") from None
+    data = load_json(text, where)
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("libraries"), list):
         raise IntegrityError(f"{where}: expected format {FORMAT!r} with a list of libraries")
-    return sorted(str(n) for n in data["libraries"])
+    for name in data["libraries"]:
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise IntegrityError(f"{where}: expected library names 'org/name', got {name!r}")
+    return sorted(data["libraries"])
 
 
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)  # readers (a web server) never see half a file
-
-
-def publish(root, name: str, version: str, variants, *, cuda: str | None = None, rocm: str | None = None,
-            gpu_archs=()) -> list[Build]:
-    """Add builds of the library ``name`` ("org/name") at ``version`` to the layout under
-    the directory ``root`` (created if needed) and return them.
-
-    ``variants`` maps an ISA level to the path of a library built for it, e.g.
-    ``{"x86-64-v3": "libk_v3.so", "x86-64": "libk.so"}`` (levels: x86-64, x86-64-v2,
-    x86-64-v3, x86-64-v4; armv8-a, armv8.2-a, armv9-a). The architecture, tensorplug ABI,
-    libc and functions are read from each file. Builds holding GPU code say so with
-    ``cuda`` (the CUDA version they were built with, "12.4") or ``rocm``, and the
-    ``gpu_archs`` they hold code for (``sm_90``, ``compute_90``, ``gfx90a``).
-
-    Publishing the same file again changes nothing; publishing other bytes for a version
-    and variant already published raises ValueError (publish a new version: a version's
-    builds never change under its users). Raises ValueError for a bad name, version, ISA
-    level or GPU description, or a file that is not a 64-bit ELF library."""
-    where = "publish()"
-    check_name(name, f"{where} argument 'name'")
-    check_version(version, f"{where} argument 'version'")
-    if cuda is not None and rocm is not None:
-        raise ValueError(f"{where}: a build holds CUDA or ROCm code, not both (got cuda={cuda!r}, rocm={rocm!r})")
-    toolkit = cuda if cuda is not None else rocm
-    if toolkit is not None and not (isinstance(toolkit, str) and _CUDA_OR_ROCM_VERSION.fullmatch(toolkit)):
-        raise ValueError(f"{where} argument '{'cuda' if cuda is not None else 'rocm'}': expected 'major.minor', "
-                         f"got {toolkit!r}")
-    gpu_archs = tuple(gpu_archs)
-    for arch in gpu_archs:
-        if not isinstance(arch, str) or not _GPU_ARCH.fullmatch(arch) or \
-                (cuda is not None) != arch.startswith(("sm_", "compute_")):
-            raise ValueError(f"{where} argument 'gpu_archs': expected {'sm_XY or compute_XY' if cuda else 'gfxNNN'} "
-                             f"names for {'CUDA' if cuda else 'ROCm'} code, got {arch!r}")
-    if (toolkit is None) != (not gpu_archs):
-        raise ValueError(f"{where}: GPU code needs both a toolkit version (cuda= or rocm=) and gpu_archs")
-    variants = dict(variants)
-    if not variants:
-        raise ValueError(f"{where} argument 'variants': expected at least one ISA level and library path")
-
-    library_dir = Path(root) / name
+def _publish_locked(root: Path, name: str, version: str, variants: dict, cuda, rocm, gpu_archs, where: str) \
+        -> list[Build]:
+    library_dir = root / name
     index_path = library_dir / LIBRARY_INDEX
     existing = parse_index(index_path.read_bytes(), str(index_path), name, "") if index_path.exists() else []
     published = []
@@ -215,7 +181,78 @@ def publish(root, name: str, version: str, variants, *, cuda: str | None = None,
         published.append(build)
     existing.sort(key=lambda b: (version_key(b.version), b.variant), reverse=True)
     _write_json(index_path, {"format": FORMAT, "name": name, "builds": [b.to_json() for b in existing]})
-    root_index = Path(root) / ROOT_INDEX
+    root_index = root / ROOT_INDEX
     names = set(parse_root_index(root_index.read_bytes(), str(root_index))) if root_index.exists() else set()
     _write_json(root_index, {"format": FORMAT, "libraries": sorted(names | {name})})
+    return published
+
+
+def _sign(index: Path, key) -> None:
+    if key is not None:
+        from . import _signing
+
+        signature = index.with_name(index.name + _signing.SIGNATURE_SUFFIX)
+        tmp = signature.with_name(f".{signature.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(_signing.sign(index.read_bytes(), key))
+        os.replace(tmp, signature)
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)  # readers (a web server) never see half a file
+
+
+def publish(root, name: str, version: str, variants, *, cuda: str | None = None, rocm: str | None = None,
+            gpu_archs=(), signing_key=None) -> list[Build]:
+    """Add builds of the library ``name`` ("org/name") at ``version`` to the layout under
+    the directory ``root`` (created if needed) and return them.
+
+    ``variants`` maps an ISA level to the path of a library built for it, e.g.
+    ``{"x86-64-v3": "libk_v3.so", "x86-64": "libk.so"}`` (levels: x86-64, x86-64-v2,
+    x86-64-v3, x86-64-v4; armv8-a, armv8.2-a, armv9-a). The architecture, tensorplug ABI,
+    libc and functions are read from each file. Builds holding GPU code say so with
+    ``cuda`` (the CUDA version they were built with, "12.4") or ``rocm``, and the
+    ``gpu_archs`` they hold code for (``sm_90``, ``compute_90``, ``gfx90a``).
+
+    Publishing the same file again changes nothing; publishing other bytes for a version
+    and variant already published raises ValueError (publish a new version: a version's
+    builds never change under its users). Publishers of one root may run at once: the
+    indexes are read and rewritten under a lock (``<root>/.tensorplug-hub.lock``), each
+    replaced whole. With ``signing_key`` (the path of an ed25519 private key, made by
+    ``tensorplug hub keygen``) the library's index is signed (``builds.json.sig``), and
+    users who trust the key refuse an index not signed by it (docs/hub.md; the root index
+    only lists names and is not signed). Raises ValueError for a bad name, version, ISA
+    level or GPU description, or a file that is not a 64-bit ELF library."""
+    where = "publish()"
+    check_name(name, f"{where} argument 'name'")
+    check_version(version, f"{where} argument 'version'")
+    if cuda is not None and rocm is not None:
+        raise ValueError(f"{where}: a build holds CUDA or ROCm code, not both (got cuda={cuda!r}, rocm={rocm!r})")
+    toolkit = cuda if cuda is not None else rocm
+    if toolkit is not None and not (isinstance(toolkit, str) and _CUDA_OR_ROCM_VERSION.fullmatch(toolkit)):
+        raise ValueError(f"{where} argument '{'cuda' if cuda is not None else 'rocm'}': expected 'major.minor', "
+                         f"got {toolkit!r}")
+    gpu_archs = tuple(gpu_archs)
+    for arch in gpu_archs:
+        if not isinstance(arch, str) or not _GPU_ARCH.fullmatch(arch) or \
+                (cuda is not None) != arch.startswith(("sm_", "compute_")):
+            raise ValueError(f"{where} argument 'gpu_archs': expected {'sm_XY or compute_XY' if cuda else 'gfxNNN'} "
+                             f"names for {'CUDA' if cuda else 'ROCm'} code, got {arch!r}")
+    if (toolkit is None) != (not gpu_archs):
+        raise ValueError(f"{where}: GPU code needs both a toolkit version (cuda= or rocm=) and gpu_archs")
+    variants = dict(variants)
+    if not variants:
+        raise ValueError(f"{where} argument 'variants': expected at least one ISA level and library path")
+
+    key = None
+    if signing_key is not None:  # read before anything is published: a bad key publishes nothing
+        from ._signing import private_key
+
+        key = private_key(signing_key)
+    Path(root).mkdir(parents=True, exist_ok=True)
+    with open(Path(root) / ".tensorplug-hub.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # read-modify-write of the indexes: one publisher at a time
+        published = _publish_locked(Path(root), name, version, variants, cuda, rocm, gpu_archs, where)
+        _sign(Path(root) / name / LIBRARY_INDEX, key)
     return published

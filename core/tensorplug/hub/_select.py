@@ -130,9 +130,11 @@ def select(name: str, builds, machine: Machine, version: str | None, request: st
     rejected: list[tuple[Build, list[str]]] = []
     seen = set()
     for build in builds:
-        if build.sha256 in seen:
-            continue  # the same file from a later source
-        seen.add(build.sha256)
+        # The same build from a later source is one candidate. Not the same file: one file
+        # may be published as two builds (a CPU build and the same bytes as a CUDA one).
+        if build in seen:  # Build's equality leaves its source out
+            continue
+        seen.add(build)
         why = ([f"version {build.version}, asked for {version}"] if version is not None and build.version != version
                else rejections(build, machine))
         (rejected if why else running).append((build, why))
