@@ -79,10 +79,11 @@ class ExchangeTable:
     read-only flag their ``__dlpack__`` export sets, and ``read_only=True`` on top.
     """
 
-    __slots__ = ("adapter", "capsule", "read_only", "python", "lazy_views", "negative_strides", "_c_table")
+    __slots__ = ("adapter", "capsule", "read_only", "python", "lazy_views", "negative_strides", "write_hook",
+                 "_c_table")
 
     def __init__(self, adapter: str, capsule, *, read_only=False, python: bool = False,
-                 lazy_views=None, negative_strides: bool = True):
+                 lazy_views=None, negative_strides: bool = True, write_hook=None):
         if not isinstance(read_only, bool) and not (not python and _is_capsule(read_only)):
             what = "True or False" if python else "True, False or a 'tensorplug.read_only_probe' capsule"
             raise TypeError(f"ExchangeTable argument 'read_only': expected {what}, got {read_only!r}")
@@ -92,12 +93,13 @@ class ExchangeTable:
         self.python = python
         self.lazy_views = lazy_views
         self.negative_strides = negative_strides
+        self.write_hook = write_hook
         self._c_table = _core.make_adapter_table(capsule, adapter, read_only, python, lazy_views,
-                                                 negative_strides)
+                                                 negative_strides, write_hook)
 
     @classmethod
     def from_capsule(cls, capsule, adapter: str, *, read_only=False, lazy_views=None,
-                     negative_strides: bool = True) -> "ExchangeTable":
+                     negative_strides: bool = True, write_hook=None) -> "ExchangeTable":
         """A table from a ``"dlpack_exchange_api"`` capsule, such as a framework's
         ``type(x).__dlpack_c_exchange_api__``. ``read_only``: see the class.
         ``lazy_views``, a ``"tensorplug.lazy_view_probe"`` capsule, is asked per tensor
@@ -105,14 +107,18 @@ class ExchangeTable:
         negative views, whose bits DLPack cannot carry) is refused with a ValueError
         (:func:`tensorplug.exchange.torch_lazy_view_probe`).
         ``negative_strides=False`` makes the core refuse, with a ValueError, to hand the
-        framework a tensor with negative strides (torch aborts on those, paddle misreads them)."""
+        framework a tensor with negative strides (torch aborts on those, paddle misreads them).
+        ``write_hook``, a ``"tensorplug.write_hook"`` capsule, is told of each tensor a call
+        will write (an ``mview`` argument or item), once accepted, before the call; it may
+        refuse the call (:func:`tensorplug.exchange.torch_write_hook` bumps torch's autograd
+        version counter, as torch's in-place ops do)."""
         return cls(adapter, capsule, read_only=read_only, lazy_views=lazy_views,
-                   negative_strides=negative_strides)
+                   negative_strides=negative_strides, write_hook=write_hook)
 
     @classmethod
     def from_python(cls, adapter: str, *, from_dlpack, to_dlpack=None, current_stream=None,
                     allocate=None, read_only: bool = False, importer=None,
-                    negative_strides: bool = True) -> "ExchangeTable":
+                    negative_strides: bool = True, write_hook=None) -> "ExchangeTable":
         """A table from Python callables; the path any third party can write.
 
         - ``from_dlpack(t)``: make a framework tensor from a ``tensorplug.Tensor`` (zero copy),
@@ -130,12 +136,14 @@ class ExchangeTable:
           framework's tensors directly, used instead of ``to_dlpack`` (the jax adapter's
           :func:`tensorplug.exchange.jax_importer` reads a jax array's buffer pointer,
           shape, dtype and device, skipping ``__dlpack__``).
+        - ``write_hook``: as for :meth:`from_capsule`.
         """
         if importer is not None and not _is_capsule(importer):
             raise TypeError(f"ExchangeTable.from_python() argument 'importer': expected None or a "
                             f"'tensorplug.importer' capsule, got {importer!r}")
         capsule = _core.make_python_table(to_dlpack, from_dlpack, current_stream, allocate, importer)
-        return cls(adapter, capsule, read_only=read_only, python=True, negative_strides=negative_strides)
+        return cls(adapter, capsule, read_only=read_only, python=True, negative_strides=negative_strides,
+                   write_hook=write_hook)
 
     def to_framework(self, tensor):
         """The framework tensor sharing the memory of the ``tensorplug.Tensor`` ``tensor``

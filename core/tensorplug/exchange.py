@@ -13,7 +13,7 @@ from . import _core
 __all__ = ["jax_importer", "numpy_exchange_api", "numpy_read_only_probe", "torch_lazy_view_probe", "torch_native_bridge_entry",
            "torch_native_bridge_kinds", "torch_native_bridge_read", "torch_native_define", "torch_native_direct", "torch_native_direct_off", "torch_native_has_autograd",
            "torch_native_has_bump_version", "torch_native_note_raised", "torch_native_shim_text", "torch_native_thread_keys",
-           "torch_native_load", "torch_native_register", "xla_ffi_define", "xla_ffi_handler"]
+           "torch_native_load", "torch_native_register", "torch_write_hook", "xla_ffi_define", "xla_ffi_handler"]
 
 
 def numpy_exchange_api():
@@ -38,6 +38,18 @@ def torch_lazy_view_probe(torch, libraries):
     readers and torch's tensor layout checks out, else it calls ``x.is_conj()`` and
     ``x.is_neg()``. Made once per process."""
     return _core.torch_lazy_view_probe(torch, list(libraries))[0]
+
+
+def torch_write_hook(torch, libraries):
+    """A ``"tensorplug.write_hook"`` capsule for ``torch.Tensor``, for
+    ``ExchangeTable.from_capsule(..., write_hook=torch_write_hook(torch, libraries))``: bumps
+    the autograd version counter of each torch tensor a call writes, as torch's in-place ops
+    do, so that a backward that saved the tensor raises instead of reading the new values; an
+    inference tensor outside ``torch.inference_mode()`` is refused, as torch refuses. It calls
+    ``torch::autograd::impl::bump_version`` directly where the already-loaded ``libraries``
+    (libtorch paths) export it and a bump checks out (csrc/python/torch_versions.cc), else
+    ``torch.autograd.graph.increment_version(x)``. Made once per process."""
+    return _core.torch_write_hook(torch, list(libraries))[0]
 
 
 def jax_importer():

@@ -314,11 +314,12 @@ PyObject* MakePythonTable(PyObject* to_dlpack, PyObject* from_dlpack, PyObject* 
   return PyCapsule_New(&t->api, "dlpack_exchange_api", nullptr);
 }
 
-// _core.make_adapter_table(capsule, name, read_only, python) -> "tensorplug.adapter_table".
+// _core.make_adapter_table(capsule, name, read_only, python, lazy_views, negative_strides, write_hook)
+// -> "tensorplug.adapter_table".
 // `read_only`: False (mutable tensors), True (immutable) or a "tensorplug.read_only_probe"
 // capsule asked per tensor.
 PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, PyObject* read_only, bool python,
-                           PyObject* lazy_views, bool negative_strides) {
+                           PyObject* lazy_views, bool negative_strides, PyObject* write_hook) {
   ReadOnlyPolicy policy = ReadOnlyPolicy::kNever;
   int (*probe)(PyObject*) = nullptr;
   if (read_only == Py_True) {
@@ -339,8 +340,17 @@ PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, PyObject* read_onl
     }
     lazy_probe = static_cast<const LazyViewProbe*>(PyCapsule_GetPointer(lazy_views, "tensorplug.lazy_view_probe"));
   }
+  const WriteHook* writes = nullptr;
+  if (write_hook && write_hook != Py_None) {
+    if (!PyCapsule_IsValid(write_hook, "tensorplug.write_hook")) {
+      return PyErr_Format(PyExc_TypeError, "ExchangeTable argument 'write_hook': expected None or a "
+                          "'tensorplug.write_hook' capsule, got %R", write_hook);
+    }
+    writes = static_cast<const WriteHook*>(PyCapsule_GetPointer(write_hook, "tensorplug.write_hook"));
+  }
   AdapterTable* table = TableFromCapsule(capsule, name, policy, probe);
   if (!table) return nullptr;
+  table->writes = writes;
   if (python) table->python = reinterpret_cast<PythonTable*>(const_cast<DLPackExchangeAPI*>(table->api));
   table->lazy_views = lazy_probe;
   table->negative_strides = negative_strides;

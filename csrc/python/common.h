@@ -102,6 +102,10 @@ struct AdapterTable {
   // memory does not hold its values (torch's lazy conjugate and negative bits, which DLPack
   // cannot carry) is refused. nullptr: the framework has no such tensors.
   const struct LazyViewProbe* lazy_views = nullptr;
+  // Told of each tensor a kernel will write (an "mview" argument or item), after its checks,
+  // before the call: torch bumps the tensor's autograd version counter, as its own in-place
+  // ops do. nullptr: nothing to tell.
+  const struct WriteHook* writes = nullptr;
   // False for frameworks that cannot import negative strides (torch aborts the
   // process): the core refuses such tensors before handing them over.
   bool negative_strides = true;
@@ -112,7 +116,7 @@ struct AdapterTable {
 
 // Wrap an exchange-table capsule as an AdapterTable capsule (_core.adapter_table).
 PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, PyObject* read_only, bool python,
-                           PyObject* lazy_views, bool negative_strides);
+                           PyObject* lazy_views, bool negative_strides, PyObject* write_hook);
 // An exchange table whose functions call Python callables (_core.python_table).
 PyObject* MakePythonTable(PyObject*, PyObject*, PyObject*, PyObject*, PyObject* importer);
 // tensorplug._registry's resolver: called with a type no adapter is cached for.
@@ -183,6 +187,15 @@ struct LazyViewProbe {
   // (x.is_conj()); call .resolve_conj() first", static storage); -1: a Python error is set.
   int (*is_lazy)(PyObject* obj, const char** what);
 };
+
+// a "tensorplug.write_hook" capsule points at a WriteHook, told of each tensor a call will
+// write (ExchangeTable.from_capsule(write_hook=hook); ConvertMView, ConvertMViews).
+struct WriteHook {
+  // 0: go on; -1: refuse the call, with a Python error set (the caller prefixes the argument).
+  int (*will_write)(PyObject* obj);
+};
+// _core.torch_write_hook(torch, libraries) -> (capsule, direct): see torch_versions.cc.
+PyObject* TorchWriteHookPy(PyObject*, PyObject* args);
 
 // torch's lazy views as a refusal names them (torch_lazy_views.cc; torch_native.cc for
 // written arguments of native ops), after kLazyViewExpected.

@@ -146,11 +146,12 @@ PyObject* MakeAdapterTablePy(PyObject*, PyObject* args) {
   PyObject *capsule, *name;
   PyObject* read_only;
   int python = 0, negative_strides = 1;
-  PyObject* lazy_views = Py_None;
-  if (!PyArg_ParseTuple(args, "OUO|pOp", &capsule, &name, &read_only, &python, &lazy_views, &negative_strides)) {
+  PyObject *lazy_views = Py_None, *write_hook = Py_None;
+  if (!PyArg_ParseTuple(args, "OUO|pOpO", &capsule, &name, &read_only, &python, &lazy_views, &negative_strides,
+                        &write_hook)) {
     return nullptr;
   }
-  return MakeAdapterTable(capsule, name, read_only, python != 0, lazy_views, negative_strides != 0);
+  return MakeAdapterTable(capsule, name, read_only, python != 0, lazy_views, negative_strides != 0, write_hook);
 }
 
 PyObject* NumpyExchangeAPIPy(PyObject*, PyObject*) {
@@ -335,11 +336,13 @@ PyMethodDef kMethods[] = {
     {"make_python_table", GuardedMethod<MakePythonTablePy>(), METH_VARARGS,
      "make_python_table(to_dlpack, from_dlpack, current_stream, allocate, importer=None) -> exchange API capsule"},
     {"make_adapter_table", GuardedMethod<MakeAdapterTablePy>(), METH_VARARGS,
-     "make_adapter_table(capsule, name, read_only: bool | probe capsule, python=False, lazy_views=None, negative_strides=True) -> adapter table capsule"},
+     "make_adapter_table(capsule, name, read_only: bool | probe capsule, python=False, lazy_views=None, negative_strides=True, write_hook=None) -> adapter table capsule"},
     {"numpy_exchange_api", GuardedMethod<NumpyExchangeAPIPy>(), METH_NOARGS, "the core's numpy exchange API capsule"},
     {"numpy_read_only_probe", GuardedMethod<NumpyReadOnlyProbePy>(), METH_NOARGS, "the numpy WRITEABLE-flag read-only probe capsule"},
     {"torch_lazy_view_probe", GuardedMethod<TorchLazyViewProbePy>(), METH_VARARGS,
      "torch_lazy_view_probe(torch, libraries) -> (lazy view probe capsule for torch.Tensor, reads directly: bool)"},
+    {"torch_write_hook", GuardedMethod<TorchWriteHookPy>(), METH_VARARGS,
+     "torch_write_hook(torch, libraries) -> (write hook capsule bumping torch's version counters, calls directly: bool)"},
     {"jax_importer", GuardedMethod<JaxImporterPy>(), METH_NOARGS, "the C importer capsule for jax arrays"},
     {"get_stream", GuardedMethod<GetStreamPy>(), METH_VARARGS, "get_stream(device_type, device_id) -> int | None"},
     {"pack_overrides", GuardedMethod<PackOverridesPy>(), METH_VARARGS, "pack_overrides(streams, output) -> bytes a call applies"},

@@ -119,7 +119,8 @@ namespace {
 }  // namespace
 
 // A tensor the kernel writes ("mview"): a view, refused before the call when the caller
-// lent it read-only (a jax array, a numpy array without WRITEABLE) or its elements overlap.
+// lent it read-only (a jax array, a numpy array without WRITEABLE) or its elements overlap;
+// once accepted, its adapter's write hook is told (torch bumps its version counter).
 // The frame releases the export on failure.
 bool ConvertMView(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
   AdapterTable* table = LookupAdapter(Py_TYPE(obj));
@@ -133,6 +134,8 @@ bool ConvertMView(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, con
   if (Overlap overlap = ElementsOverlap(view); overlap != Overlap::kNone) {
     return RefuseOverlap(f, i, param, -1, view, overlap);
   }
+  // Last, once the tensor is accepted: torch bumps its version counter (common.h, WriteHook).
+  if (table->writes && table->writes->will_write(obj) != 0) return AnnotateError(f, i, param), false;
   return true;
 }
 
@@ -205,19 +208,21 @@ bool ConvertViews(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, con
 }
 
 // A list of tensors the kernel writes ("mviews"): as "views", each read-only item, or one
-// whose elements overlap, refused.
+// whose elements overlap, refused; each accepted item's write hook told.
 bool ConvertMViews(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
   if (!ConvertViews(f, frame, i, obj, param)) return false;
   const TPArray* array = frame.packed[i].v_array;
+  PyObject* seq = PyList_Check(obj) ? frame.kept[frame.num_kept - 1] : obj;  // the snapshot ConvertViews took
   for (int64_t k = 0; k < array->size; ++k) {
-    if (array->items[k].flags & TP_ANY_FLAG_READ_ONLY) {
-      PyObject* seq = PyList_Check(obj) ? frame.kept[frame.num_kept - 1] : obj;  // the snapshot ConvertViews took
-      return RefuseReadOnly(f, i, param, int(k), LookupAdapter(Py_TYPE(PyTuple_GET_ITEM(seq, k))));
-    }
+    PyObject* item = PyTuple_GET_ITEM(seq, k);
+    const AdapterTable* table = LookupAdapter(Py_TYPE(item));  // found (and cached) by ConvertViews
+    if (array->items[k].flags & TP_ANY_FLAG_READ_ONLY) return RefuseReadOnly(f, i, param, int(k), table);
     const DLTensor& view = *array->items[k].v_dltensor;
     if (Overlap overlap = ElementsOverlap(view); overlap != Overlap::kNone) {
       return RefuseOverlap(f, i, param, int(k), view, overlap);
     }
+    // Accepted: torch bumps its version counter (common.h, WriteHook).
+    if (table && table->writes && table->writes->will_write(item) != 0) return AnnotateError(f, i, param, int(k)), false;
   }
   return true;
 }

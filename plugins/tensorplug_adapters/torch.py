@@ -9,6 +9,10 @@ through Python callables for older torch.
   ``torch._neg_view(x)``; call ``.resolve_neg()`` first). The core asks
   ``tensorplug.exchange.torch_lazy_view_probe`` per tensor (about 20 instructions). Ops
   (``tensorplug.op``) take them: torch's dispatcher resolves the bits before the kernel.
+- A call that writes a tensor (an ``mview`` parameter) bumps its autograd version counter
+  before the kernel runs, as torch's in-place ops do: a backward that saved the tensor
+  raises instead of reading the new values, and an inference tensor is refused outside
+  ``torch.inference_mode()`` (``tensorplug.exchange.torch_write_hook``).
 - CUDA tensors on any device work: the current stream is taken for the tensor's device.
 - Ops (``tensorplug.op``) become ``torch.library`` custom ops: see ``torch_compile``.
 """
@@ -32,11 +36,14 @@ def _torch_table(torch) -> ExchangeTable:
         # torch (2.13 included) aborts the process when it imports a tensor with negative
         # strides ("Storage size calculation overflowed"): the core refuses them instead.
         negative_strides = False
+        # A direct call that writes a tensor bumps its autograd version counter, as the op
+        # path and torch's own in-place ops do (exchange.torch_write_hook).
+        libraries = [os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")]
+        writes = exchange.torch_write_hook(torch, libraries)
         if capsule is not None:
-            lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
-            probe = exchange.torch_lazy_view_probe(torch, [os.path.join(lib_dir, "libtorch_cpu.so")])
+            probe = exchange.torch_lazy_view_probe(torch, libraries)
             _table = ExchangeTable.from_capsule(capsule, "torch", lazy_views=probe,
-                                                negative_strides=negative_strides)
+                                                negative_strides=negative_strides, write_hook=writes)
         else:  # torch < 2.10
             _table = ExchangeTable.from_python(
                 "torch",
@@ -45,6 +52,7 @@ def _torch_table(torch) -> ExchangeTable:
                 current_stream=_current_stream,
                 allocate=_allocate,
                 negative_strides=negative_strides,
+                write_hook=writes,
             )
     return _table
 
