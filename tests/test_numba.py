@@ -201,7 +201,7 @@ def test_an_op_inside_jax_jit(ops):
     ({"params": {"x": "float16[:]"}}, lambda x: None, r"arrays of float16 are not supported"),
     ({"params": {"x": "str"}}, lambda x: None, r"expected an array type \('str\[:\]'\) or a scalar"),
     ({"params": {"x": "int32"}}, lambda x: None, r"or a scalar of int64, float64, float32, bool, got 'int32'"),
-    ({"params": {"x": "float32[]"}}, lambda x: None, r"an array needs at least one dimension \('float32\[:\]'\)"),
+    ({"params": {"x": "float32[]"}}, lambda x: None, r"an array needs its dimensions \('float32\[:\]', 'float32\[:, :\]', or 'float32\[\.\.\.\]' for any number\)"),
     ({"params": {"x": "float32[:]"}, "writes": "y"}, lambda x: None, r"'writes': 'y' is not a parameter"),
     ({"params": {"x": "float32[:]"}}, lambda y: None, r"the function's parameters \(y\) do not match 'params' \(x\)"),
     ({"params": {"x": "float32[:]"}, "returns": tensorplug.like("x")}, lambda x: None,
@@ -214,3 +214,147 @@ def test_declarations_that_do_not_fit_are_refused(tpn, kwargs, fn, message):
     with pytest.raises(ValueError, match=message):
         tpn.kernel(params, **kwargs)(fn)
 
+
+
+# ----------------------------------------- undeclared writes are refused (issue 39 item 4) ----
+def test_a_kernel_that_writes_an_undeclared_parameter_is_refused(tpn):
+    # Every array not in writes= reaches the kernel read-only: Numba finds the write when it
+    # compiles, and the declaration is refused naming the kernel and the parameter.
+    def overwrite(a, b, out):
+        for i in range(a.shape[0]):
+            b[i] = 0
+            out[i] = a[i]
+
+    with pytest.raises(ValueError, match=r"^tensorplug.numba.kernel\('overwrite'\): the kernel writes parameter 'b', "
+                                         r"not declared in 'writes' .*; add it to writes=$"):
+        tpn.kernel({"a": "float32[:]", "b": "float32[:]", "out": "float32[:]"}, writes="out")(overwrite)
+    # declared, the same kernel is accepted and writes
+    accepted = tpn.kernel({"a": "float32[:]", "b": "float32[:]", "out": "float32[:]"}, writes=("b", "out"))(overwrite)
+    b, out = np.ones(2, np.float32), np.zeros(2, np.float32)
+    accepted(np.arange(2, dtype=np.float32), b, out)
+    assert b.tolist() == [0, 0] and out.tolist() == [0, 1]
+
+
+def test_read_only_numpy_and_jax_arrays_are_never_modified(tpn):
+    @tpn.kernel({"x": "float32[:]"}, returns=tensorplug.like("x"))
+    def copy(x, out):
+        for i in range(x.shape[0]):
+            out[i] = x[i]
+
+    frozen = np.arange(3, dtype=np.float32)
+    frozen.flags.writeable = False
+    assert copy(frozen).tolist() == [0, 1, 2] and frozen.tolist() == [0, 1, 2]
+
+    @tpn.kernel({"x": "float32[...]"}, returns=tensorplug.like("x"))
+    def zero_input(x, out):
+        for idx in np.ndindex(x.shape):
+            x[idx] = 0
+            out[idx] = 1
+
+    # any rank: the entry is compiled at the first call, which is refused before the kernel runs
+    for value in (frozen, np.ones(3, np.float32)):
+        before = value.tolist()
+        with pytest.raises(ValueError, match=r"^tensorplug.numba.kernel\('zero_input'\): the kernel writes parameter "
+                                             r"'x', not declared in 'writes'"):
+            zero_input(value)
+        assert value.tolist() == before
+    jnp = pytest.importorskip("jax.numpy", reason="jax not installed")
+    array = jnp.arange(3, dtype=jnp.float32)
+    with pytest.raises(ValueError, match=r"the kernel writes parameter 'x'"):
+        zero_input(array)
+    assert array.tolist() == [0, 1, 2]
+
+
+# ----------------------------------------------- arrays of any rank (issue 39 item 5) ----
+@pytest.fixture(scope="module")
+def any_rank(tpn):
+    @tpn.kernel({"x": "float32[...]", "y": "float32[...]", "alpha": "float64"}, returns=tensorplug.like("x"))
+    def axpy_any(x, y, alpha, out):
+        for idx in np.ndindex(x.shape):
+            out[idx] = alpha * x[idx] + y[idx]
+
+    @tpn.kernel({"x": "float32[...]", "out": "float32[...]"}, writes="out")
+    def negate_into(x, out):
+        for idx in np.ndindex(x.shape):
+            out[idx] = -x[idx]
+
+    return axpy_any, negate_into
+
+
+def _ranked_owner(function_name):
+    import gc
+
+    from tensorplug.numba import _Ranked
+
+    return next(o for o in gc.get_objects() if type(o) is _Ranked and o.fname == function_name)
+
+
+def test_any_rank_from_numpy_contiguous_and_strided(any_rank):
+    axpy_any, negate_into = any_rank
+    for rank in range(5):
+        shape = tuple(range(2, 2 + rank))
+        x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+        y = np.full(shape, 0.5, np.float32)
+        assert axpy_any(x, y, 2.0).shape == shape
+        np.testing.assert_array_equal(axpy_any(x, y, 2.0), 2 * x + 0.5)
+        out = np.zeros(shape, np.float32)
+        negate_into(x, out)
+        np.testing.assert_array_equal(out, -x)
+        if rank >= 2:  # transposed, every other element, and a broadcast (stride 0) read
+            xt = x.T
+            np.testing.assert_array_equal(axpy_any(xt, np.broadcast_to(np.float32(1), xt.shape), -1.0), 1 - xt)
+            sliced = x[..., ::2]
+            out = np.zeros((*shape[:-1], 2 * sliced.shape[-1]), np.float32)[..., ::2]
+            negate_into(sliced, out)
+            np.testing.assert_array_equal(out, -sliced)
+    # one entry per combination of the ranks of (x, y), compiled once: (r, r) for r = 0..4
+    assert sorted(_ranked_owner("axpy_any").entries) == sorted(
+        (((1 << 7) | r) << 7) | r for r in range(5))
+
+
+def test_any_rank_from_torch_contiguous_and_strided(any_rank):
+    torch = pytest.importorskip("torch", reason="torch not installed")
+    axpy_any, negate_into = any_rank
+    for rank in range(5):
+        shape = tuple(range(2, 2 + rank))
+        x = torch.arange(float(np.prod(shape)), dtype=torch.float32).reshape(shape)
+        y = torch.ones(shape)
+        got = axpy_any(x, y, 3.0)
+        assert type(got) is torch.Tensor and got.shape == x.shape and torch.equal(got, 3 * x + 1)
+        if rank >= 2:
+            xp = x.permute(*reversed(range(rank)))[..., 1:]
+            out = torch.zeros(xp.shape)
+            negate_into(xp, out)
+            assert torch.equal(out, -xp)
+            assert torch.equal(axpy_any(xp, torch.zeros(()).expand(xp.shape), 1.0), xp)
+
+
+def test_any_rank_errors_name_the_argument(any_rank):
+    axpy_any, negate_into = any_rank
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(TypeError, match=r"^axpy_any\(\) argument 2 'y': expected a tensor, got int$"):
+        axpy_any(x, 1, 1.0)
+    with pytest.raises(TypeError, match=r"^axpy_any\(\) argument 1 'x': expected a float32 tensor, got float64$"):
+        axpy_any(x.astype(np.float64), x, 1.0)
+    frozen = np.zeros((2, 3), np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match=r"^negate_into\(\) argument 2 'out': expected a writable tensor"):
+        negate_into(x, frozen)
+
+
+def test_any_rank_ops_in_jax_jit_and_torch_compile(any_rank):
+    axpy_any, _ = any_rank
+    op = tensorplug.op("test_numba::axpy_any", axpy_any, returns=tensorplug.like("x"))
+    jax = pytest.importorskip("jax", reason="jax not installed")
+    jnp = jax.numpy
+
+    @jax.jit
+    def step(x, y):
+        return op(x, y, 2.0) + 1
+
+    for shape in ((), (3,), (2, 2, 2)):
+        x = jnp.ones(shape, jnp.float32)
+        assert step(x, x).shape == shape and step(x, x).tolist() == np.full(shape, 4.0).tolist()
+    torch = pytest.importorskip("torch", reason="torch not installed")
+    compiled = torch.compile(lambda x: op(x, x, 0.5), backend="aot_eager", fullgraph=True)
+    assert compiled(torch.ones(2, 1, 3)).tolist() == [[[1.5] * 3]] * 2

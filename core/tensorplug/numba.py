@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import inspect
 import re
+import threading
 from pathlib import Path
 
 import numba
@@ -25,6 +26,8 @@ import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
 from numba import types
+from numba.core.errors import TypingError
+from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic
 
 from . import _core
@@ -58,6 +61,38 @@ def _address(typingctx, pointer):
     def codegen(context, builder, signature, args):
         return builder.ptrtoint(args[0], ir.IntType(64))
     return types.int64(pointer), codegen
+
+
+@intrinsic
+def _read_only(typingctx, array):
+    """The same array, typed read-only: Numba refuses, at compile time, a kernel that writes
+    it (the entry passes every array not declared in ``writes=`` so)."""
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return impl_ret_borrowed(context, builder, signature.return_type, args[0])
+    return array.copy(readonly=True)(array), codegen
+
+
+@intrinsic
+def _call_entry(typingctx, address, self, args, nargs, result):
+    """Call the ``TPPackedFunc`` at the int64 ``address``."""
+    def codegen(context, builder, signature, values):
+        fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(8).as_pointer(), ir.IntType(8).as_pointer(),
+                                                ir.IntType(32), ir.IntType(8).as_pointer()])
+        fn = builder.inttoptr(values[0], fnty.as_pointer())
+        return builder.call(fn, values[1:])
+    return types.int32(types.int64, types.voidptr, types.voidptr, types.int32, types.voidptr), codegen
+
+
+@intrinsic
+def _call_int(typingctx, address, value):
+    """``int64 f(int64)`` at the int64 ``address`` (a ctypes callback: it takes the GIL)."""
+    def codegen(context, builder, signature, values):
+        fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64)])
+        return builder.call(builder.inttoptr(values[0], fnty.as_pointer()), [values[1]])
+    return types.int64(types.int64, types.int64), codegen
 
 
 # c_api.h values (TPAny: int32 type_index, uint32 flags, 8-byte payload; 16 bytes).
@@ -214,7 +249,7 @@ def _float_of(args_address, i):
 
 
 # ------------------------------------------------------------------ declarations ----
-_TYPE = re.compile(r"\s*([a-z0-9_]+)\s*(?:\[\s*(:(?:\s*,\s*:)*)?\s*\])?\s*")
+_TYPE = re.compile(r"\s*([a-z0-9_]+)\s*(?:\[\s*(:(?:\s*,\s*:)*|\.\.\.)?\s*\])?\s*")
 # The dtypes Numba arrays hold, read from the vocabulary: numpy's integer, float (but not
 # float16, which Numba cannot compute with), complex and bool types (DLPack codes int 0,
 # uint 1, float 2, complex 5, bool 6), whole bytes only.
@@ -226,13 +261,24 @@ _SCALARS = {"int64": "int", "float64": "float", "float32": "float", "bool": "boo
 
 class _Array:
     def __init__(self, name, dtype, ndim, written):
+        # ndim None: any number of dimensions ("float32[...]"), an entry compiled per rank.
         self.name, self.dtype, self.ndim, self.written = name, dtype, ndim, written
         self.code, self.bits = _ARRAY_DTYPES[dtype]
+
+    def ranked(self, ndim):
+        return _Array(self.name, self.dtype, ndim, self.written)
+
+    def numba_type(self):
+        """The type the entry passes the kernel: read-only unless the kernel writes it."""
+        return types.Array(numba.from_dtype(np.dtype(self.dtype)), self.ndim, "A", readonly=not self.written)
 
 
 class _Scalar:
     def __init__(self, name, dtype):
         self.name, self.dtype, self.kind = name, dtype, _SCALARS[dtype]
+
+    def numba_type(self):
+        return types.boolean if self.kind == "bool" else numba.from_dtype(np.dtype(self.dtype))
 
 
 def _parse_param(where, name, text, written):
@@ -246,9 +292,9 @@ def _parse_param(where, name, text, written):
             raise ValueError(f"{where} parameter {name!r}: arrays of {dtype} are not supported; dtypes: "
                              f"{', '.join(_ARRAY_DTYPES)}")
         if dims is None:
-            raise ValueError(f"{where} parameter {name!r}: an array needs at least one dimension ('{dtype}[:]'), "
-                             f"got {text!r}")
-        ndim = dims.count(":")
+            raise ValueError(f"{where} parameter {name!r}: an array needs its dimensions ('{dtype}[:]', "
+                             f"'{dtype}[:, :]', or '{dtype}[...]' for any number), got {text!r}")
+        ndim = None if dims == "..." else dims.count(":")
         return _Array(name, dtype, ndim, written)
     if dtype not in _SCALARS:
         raise ValueError(f"{where} parameter {name!r}: expected an array type ('{dtype}[:]') or a scalar of "
@@ -315,6 +361,8 @@ def _generate(name, params, output):
                 f"    {t}_base = numba.carray(_pointer({t}[0] + {t}[5]), (1,), np.{p.dtype})",
                 f"    {p.name} = as_strided({t}_base, shape=({dims}), strides=({byte_strides}))",
             ]
+            if not p.written:
+                lines.append(f"    {p.name} = _read_only({p.name})")
         else:
             kinds = {"int": (_KTP_INT,), "float": (_KTP_FLOAT, _KTP_INT), "bool": (_KTP_BOOL,)}[p.kind]
             condition = " and ".join(f"_k{i} != {k}" for k in kinds)
@@ -334,7 +382,8 @@ def _generate(name, params, output):
                 lines.append(f"    {p.name} = _words(args_address + {16 * i + 8}, 1)[0] != 0")
         call_args.append(p.name)
     if output is not None:
-        like, dtype = output
+        like_name, dtype = output
+        like = next(p for p in params if p.name == like_name)
         src = f"t{params.index(like)}"
         code, bits = _ARRAY_DTYPES[dtype]
         lines += [
@@ -366,19 +415,24 @@ def kernel(params: dict[str, str], *, writes=(), returns=None, name: str | None 
     """Decorator: compile a Python function with Numba into a :class:`tensorplug.Function`.
 
     ``params`` gives each parameter of the function, in order, a Numba type: an array
-    (``"float32[:]"``, ``"float64[:, :]"``: dtype and number of dimensions) or a scalar
-    (``"int64"``, ``"float64"``, ``"bool"``). Arrays are CPU tensors of any strides,
-    passed to the kernel as Numba arrays sharing the caller's memory; ``writes`` names the
-    arrays the kernel writes (kind ``mview``: a read-only tensor is refused before the
-    call). ``returns=tensorplug.like("x")`` (optionally with ``dtype=``) makes the kernel
-    allocating: the function takes one more, last, parameter, the output array, allocated
-    through the caller's allocator (so numpy callers get numpy arrays, torch callers torch
-    tensors, and inside ``jax.jit`` XLA's buffer), and the tensorplug function returns it.
-    Pass the same rule to :func:`tensorplug.op`.
+    (``"float32[:]"``, ``"float64[:, :]"``: dtype and number of dimensions, or
+    ``"float32[...]"``: any number, 0 included) or a scalar (``"int64"``, ``"float64"``,
+    ``"bool"``). Arrays are CPU tensors of any strides, passed to the kernel as Numba arrays
+    sharing the caller's memory; ``writes`` names the arrays the kernel writes (kind
+    ``mview``: a read-only tensor is refused before the call). Every other array reaches the
+    kernel read-only: a kernel that writes one is refused with a ValueError naming the
+    kernel and the parameter (Numba finds the write when it compiles), so read-only numpy
+    arrays and jax arrays are never modified. ``returns=tensorplug.like("x")`` (optionally
+    with ``dtype=``) makes the kernel allocating: the function takes one more, last,
+    parameter, the output array, allocated through the caller's allocator (so numpy callers
+    get numpy arrays, torch callers torch tensors, and inside ``jax.jit`` XLA's buffer), and
+    the tensorplug function returns it. Pass the same rule to :func:`tensorplug.op`.
 
     ``name`` (default: the function's) names the function in messages. The entry is
-    compiled when the decorator runs (Numba's compile time, a second or so). Raises
-    ValueError for a declaration that does not fit the function.
+    compiled when the decorator runs (Numba's compile time, a second or so); with arrays of
+    any number of dimensions, an entry per combination of their ranks is compiled on the
+    first call that has it (the refusal of a write then comes from that call) and kept.
+    Raises ValueError for a declaration that does not fit the function.
     """
     def decorate(fn):
         fname = name or fn.__name__
@@ -397,34 +451,194 @@ def kernel(params: dict[str, str], *, writes=(), returns=None, name: str | None 
         if len(actual) != len(expected) or actual[:len(params)] != list(params):
             raise ValueError(f"{where}: the function's parameters ({', '.join(actual)}) do not match 'params' "
                              f"({', '.join(expected)}); an allocating kernel takes its output last")
-        source, consts = _generate(fname, declared, output)
-        namespace = {
-            "numba": numba, "np": np, "as_strided": np.lib.stride_tricks.as_strided, "kernel": numba.njit(fn),
-            "_words": _words, "_tensor_of": _tensor_of, "_strides": _strides, "_fail": _fail, "_digits": _digits,
-            "_dtype_name": _dtype_name, "_kind_name": _kind_name, "_pointer": _pointer, "_float_of": _float_of,
-            "_allocate": _allocate, "_release_tensor": _release_tensor,
-            "TYPE_ERROR": _text("TypeError\0"), "VALUE_ERROR": _text("ValueError\0"),
-            "RUNTIME_ERROR": _text("RuntimeError\0"), "EMPTY": np.zeros(0, np.uint8), **consts,
-        }
-        exec(compile(source, f"<tensorplug.numba entry of {fname}>", "exec"), namespace)
-        body = numba.njit(namespace["body"])
-
-        @numba.cfunc(types.int32(types.voidptr, types.voidptr, types.int32, types.voidptr))
-        def entry(self, args, nargs, result):
-            address = _address(args)
-            status = body(address, nargs, _address(result))
-            _release_moved(address, nargs)
-            return status
-
         kinds = [("mview" if p.written else "view") if isinstance(p, _Array) else p.kind for p in declared]
         signature = ";".join(f"{p.name}:{k}" for p, k in zip(declared, kinds))
         signature += "->tensor" if output is not None else "->void"
+        compiled = numba.njit(fn)
+        if any(isinstance(p, _Array) and p.ndim is None for p in declared):
+            owner = _Ranked(fname, where, fn, compiled, declared, output)
+            return function_from_pointer(owner.entry.address, signature, name=fname, owner=owner)
+        entry = _entry(fname, where, fn, compiled, declared, output)
         return function_from_pointer(entry.address, signature, name=fname, owner=entry)
     return decorate
 
 
+def _entry(fname, where, fn, compiled, declared, output):
+    """The ``TPPackedFunc`` cfunc of ``fn`` for parameters of fixed ranks (``compiled``, its
+    Numba dispatcher, shared by every rank); ValueError when the kernel writes an array not
+    declared written."""
+    _compile_kernel(where, fn, compiled, declared, output)
+    source, consts = _generate(fname, declared, output)
+    namespace = {
+        "numba": numba, "np": np, "as_strided": np.lib.stride_tricks.as_strided, "kernel": compiled,
+        "_words": _words, "_tensor_of": _tensor_of, "_strides": _strides, "_fail": _fail, "_digits": _digits,
+        "_dtype_name": _dtype_name, "_kind_name": _kind_name, "_pointer": _pointer, "_float_of": _float_of,
+        "_allocate": _allocate, "_release_tensor": _release_tensor, "_read_only": _read_only,
+        "TYPE_ERROR": _text("TypeError\0"), "VALUE_ERROR": _text("ValueError\0"),
+        "RUNTIME_ERROR": _text("RuntimeError\0"), "EMPTY": np.zeros(0, np.uint8), **consts,
+    }
+    exec(compile(source, f"<tensorplug.numba entry of {fname}>", "exec"), namespace)
+    body = numba.njit(namespace["body"])
+
+    @numba.cfunc(types.int32(types.voidptr, types.voidptr, types.int32, types.voidptr))
+    def entry(self, args, nargs, result):
+        address = _address(args)
+        status = body(address, nargs, _address(result))
+        _release_moved(address, nargs)
+        return status
+    return entry
+
+
+def _kernel_types(declared, output, writable=()):
+    """The Numba types the entry passes the kernel (arrays named in ``writable`` writable)."""
+    arguments = []
+    for p in declared:
+        if isinstance(p, _Array) and p.name in writable:
+            p = _Array(p.name, p.dtype, p.ndim, True)
+        arguments.append(p.numba_type())
+    if output is not None:
+        like_name, dtype = output
+        like = next(p for p in declared if p.name == like_name)
+        arguments.append(types.Array(numba.from_dtype(np.dtype(dtype)), like.ndim, "C"))
+    return tuple(arguments)
+
+
+def _compile_kernel(where, fn, compiled, declared, output):
+    """Compile the kernel for the types the entry passes it. A write to an array not
+    declared written is refused here: a ValueError naming each such parameter (found by
+    compiling again with one array at a time writable, on this error path only)."""
+    try:
+        compiled.compile(_kernel_types(declared, output))
+    except TypingError as error:
+        if "readonly array" not in str(error):
+            raise
+        read_only = [p.name for p in declared if isinstance(p, _Array) and not p.written]
+        culprits = []
+        for candidate in read_only:
+            try:
+                numba.njit(fn).compile(_kernel_types(declared, output, writable=set(read_only) - {candidate}))
+            except TypingError as again:
+                if "readonly array" in str(again):
+                    culprits.append(candidate)
+        named = ", ".join(repr(n) for n in culprits or read_only)
+        raise ValueError(f"{where}: the kernel writes {'parameter' if len(culprits) == 1 else 'parameters'} "
+                         f"{named}, not declared in 'writes' (every other array reaches the kernel read-only); "
+                         f"add {'it' if len(culprits) == 1 else 'them'} to writes=") from None
+
+
+# ------------------------------------------------------------- arrays of any rank ----
+# A kernel with "dtype[...]" parameters gets one cfunc entry of its own, the dispatcher: it
+# reads the rank of each such argument, looks the combination up in a table of compiled
+# entries (a numpy array the owner keeps; read without the GIL), and calls that entry. A
+# combination not in the table calls back into Python (a ctypes callback, which takes the
+# GIL), where the entry for those ranks is compiled (as a fixed-rank kernel's), kept and
+# added to the table. Keys: 1, then 7 bits per such argument (ranks up to 127, at most 8
+# such parameters).
+_RANK_BITS, _MAX_RANKED = 7, 8
+_TABLE_SLOTS = 64  # combinations the table holds; more are found through the callback
+_SPECIALIZE = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)
+_lib.TPErrorSet.argtypes = (ctypes.c_char_p, ctypes.c_char_p)
+_lib.TPErrorSet.restype = None
+
+
+class _Ranked:
+    """The owner of a kernel with arrays of any rank: the dispatcher entry, the callback,
+    the table and the entry compiled for each combination of ranks."""
+
+    def __init__(self, fname, where, fn, compiled, declared, output):
+        self.fname, self.where, self.fn, self.compiled = fname, where, fn, compiled
+        self.declared, self.output = declared, output
+        self.ranked = [i for i, p in enumerate(declared) if isinstance(p, _Array) and p.ndim is None]
+        if len(self.ranked) > _MAX_RANKED:
+            raise ValueError(f"{where} argument 'params': at most {_MAX_RANKED} arrays of any rank ('...'), "
+                             f"got {len(self.ranked)}")
+        self.table = np.zeros(1 + 2 * _TABLE_SLOTS, np.int64)  # count, then (key, entry address) pairs
+        self.entries = {}  # key -> cfunc
+        self.lock = threading.Lock()
+        self.callback = _SPECIALIZE(self._specialize)
+        self.entry = self._dispatcher()
+
+    def _specialize(self, key):
+        """The address of the entry for the ranks in ``key`` (compiled now if new), or 0 with
+        the thread's error set. Runs as a ctypes callback: raises nothing."""
+        try:
+            with self.lock:
+                entry = self.entries.get(key)
+                if entry is None:
+                    ranks, k = [], key
+                    for _ in self.ranked:
+                        ranks.append(k & ((1 << _RANK_BITS) - 1))
+                        k >>= _RANK_BITS
+                    ndims = dict(zip(self.ranked, reversed(ranks)))
+                    declared = [p.ranked(ndims[i]) if i in ndims else p for i, p in enumerate(self.declared)]
+                    entry = _entry(self.fname, self.where, self.fn, self.compiled, declared, self.output)
+                    self.entries[key] = entry
+                    n = int(self.table[0])
+                    if n < _TABLE_SLOTS:
+                        self.table[1 + 2 * n], self.table[2 + 2 * n] = key, entry.address
+                        self.table[0] = n + 1
+                return entry.address
+        except Exception as error:  # noqa: BLE001 - reported through the call's error
+            kind = type(error).__name__ if isinstance(error, (ValueError, TypeError)) else "RuntimeError"
+            _lib.TPErrorSet(kind.encode(), f"{error}".encode(errors="replace"))
+            return 0
+
+    def _dispatcher(self):
+        arity = len(self.declared)
+        consts = {"m_arity": _text(f"{self.fname}() takes {arity} arguments, got ")}
+        lines = [
+            "def dispatch(self, args, nargs, result):",
+            "    address = _address(args)",
+            "    out = _words(_address(result), 2)",
+            "    out[0] = 0",
+            "    out[1] = 0",
+            f"    if nargs != {arity}:",
+            "        _release_moved(address, nargs)",
+            "        return _fail(TYPE_ERROR, m_arity, _digits(nargs))",
+            "    key = 1",
+        ]
+        for i in self.ranked:
+            p = self.declared[i]
+            prefix = f"{self.fname}() argument {i + 1} '{p.name}': "
+            consts[f"m{i}_kind"] = _text(prefix + "expected a tensor, got ")
+            consts[f"m{i}_rank"] = _text(prefix + f"expected a tensor of at most {(1 << _RANK_BITS) - 1} "
+                                                  "dimensions, got ")
+            lines += [
+                f"    t{i}_address, t{i}_read_only, t{i}_kind = _tensor_of(address, {i})",
+                f"    if t{i}_address == 0:",
+                "        _release_moved(address, nargs)",
+                f"        return _fail(TYPE_ERROR, m{i}_kind, _kind_name(t{i}_kind))",
+                f"    t{i}_ndim = _words(t{i}_address, 3)[2] & 0xFFFFFFFF",
+                f"    if t{i}_ndim >= {1 << _RANK_BITS}:",
+                "        _release_moved(address, nargs)",
+                f"        return _fail(VALUE_ERROR, m{i}_rank, _digits(t{i}_ndim))",
+                f"    key = (key << {_RANK_BITS}) | t{i}_ndim",
+            ]
+        lines += [
+            f"    table = _words({self.table.ctypes.data}, {1 + 2 * _TABLE_SLOTS})",
+            "    target = 0",
+            "    for s in range(table[0]):",
+            "        if table[1 + 2 * s] == key:",
+            "            target = table[2 + 2 * s]",
+            "            break",
+            "    if target == 0:",
+            f"        target = _call_int({ctypes.cast(self.callback, ctypes.c_void_p).value}, key)",
+            "        if target == 0:",
+            "            _release_moved(address, nargs)",
+            "            return -1",
+            "    return _call_entry(target, self, args, nargs, result)",
+        ]
+        namespace = {"_address": _address, "_words": _words, "_release_moved": _release_moved, "_fail": _fail,
+                     "_digits": _digits, "_tensor_of": _tensor_of, "_kind_name": _kind_name, "_call_int": _call_int,
+                     "_call_entry": _call_entry, "TYPE_ERROR": _text("TypeError\0"),
+                     "VALUE_ERROR": _text("ValueError\0"), **consts}
+        exec(compile("\n".join(lines), f"<tensorplug.numba dispatcher of {self.fname}>", "exec"), namespace)
+        return numba.cfunc(types.int32(types.voidptr, types.voidptr, types.int32, types.voidptr))(
+            namespace["dispatch"])
+
+
 def _output_rule(where, returns, declared):
-    """(the array parameter the output is like, its dtype) or None."""
+    """(the name of the array parameter the output is like, its dtype) or None."""
     if returns is None:
         return None
     arrays = {p.name: p for p in declared if isinstance(p, _Array)}
@@ -436,4 +650,4 @@ def _output_rule(where, returns, declared):
     dtype = like.dtype if returns.dtype == returns.shape else returns.dtype
     if dtype not in _ARRAY_DTYPES:
         raise ValueError(f"{where} argument 'returns': dtype {dtype!r} is not one of {', '.join(_ARRAY_DTYPES)}")
-    return like, dtype
+    return like.name, dtype
