@@ -108,8 +108,6 @@ def test_any_one_input_changed_rebuilds_and_nothing_changed_does_not(inputs, tmp
     assert inputs.build(out) == path and _identity(path) == before
 
 
-@pytest.mark.xfail(strict=True, reason="cpp.py: a library of C sources is linked by $CXX, but only $CC is an "
-                                       "input of its stamp (reported in issue 40)")
 def test_the_linker_is_an_input_too(inputs, tmp_path):
     path = inputs.build(tmp_path / "out")
     before = _identity(path)

@@ -196,12 +196,14 @@ def _build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_l
             raise FileNotFoundError(f"build() source not found: {src}")
     kinds = [_source_kind(s) for s in sources]
     compilers = {kind: _compiler(kind) for kind in set(kinds)}
+    linker = compilers.get("c++") or _compiler("c++")  # C++ links C sources too
     includes = [include_dir(), *map(str, include_dirs)]
 
     # Every input by name, so that a flag moved from one list to another is another build.
     inputs = {"name": name, "headers": _headers_digest(), "abi": _core.abi_version(),
               "version_script": file_digest(_kernel_version_script()),
-              "compilers": sorted(map(_compiler_identity, compilers.values())), "kernel_ldflags": _KERNEL_LDFLAGS,
+              "compilers": sorted(map(_compiler_identity, {*compilers.values(), linker})),
+              "kernel_ldflags": _KERNEL_LDFLAGS,
               "cflags": list(extra_cflags), "cuda_cflags": list(extra_cuda_cflags), "ldflags": list(extra_ldflags),
               "includes": includes, "sources": [[src.name, file_digest(src)] for src in sources]}
     digest = hashlib.sha256(json.dumps(inputs).encode()).hexdigest()
@@ -222,7 +224,7 @@ def _build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_l
         fcntl.flock(lock, fcntl.LOCK_EX)
         library = _stamp_current(stamp, digest, target)
         if library is None:
-            headers = _compile(name, sources, kinds, compilers, includes, out_dir, target, extra_cflags,
+            headers = _compile(name, sources, kinds, compilers, linker, includes, out_dir, target, extra_cflags,
                                extra_cuda_cflags, extra_ldflags, verbose)
             library = file_digest(target)
             _write_if_changed(stamp, json.dumps({"digest": digest, "headers": _file_digests(headers),
@@ -253,7 +255,7 @@ def _dependencies(depfile: str, source: Path) -> list[str]:
     return [str(Path(d).resolve()) for d in paths if Path(d).resolve() != source.resolve()]
 
 
-def _compile(name, sources, kinds, compilers, includes, out_dir, target, extra_cflags, extra_cuda_cflags,
+def _compile(name, sources, kinds, compilers, linker, includes, out_dir, target, extra_cflags, extra_cuda_cflags,
              extra_ldflags, verbose) -> list[str]:
     """Compile and link ``sources`` into ``target`` (build()'s work when the cache misses);
     returns the headers the sources included."""
@@ -278,7 +280,6 @@ def _compile(name, sources, kinds, compilers, includes, out_dir, target, extra_c
             _run(cmd, verbose)
             headers += _dependencies(depfile, src)
             objects.append(obj)
-        linker = compilers.get("c++") or _compiler("c++")
         ldflags = [f"-L{lib_dir()}", "-ltensorplug", f"-Wl,-rpath,{lib_dir()}", *_KERNEL_LDFLAGS,
                    f"-Wl,--version-script={_kernel_version_script()}"]
         if "cuda" in kinds:
