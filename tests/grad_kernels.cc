@@ -185,8 +185,72 @@ void TwiceInto(tp::TensorView x, tp::MutableView out) {
   });
 }
 
+// ---- cube: y = x^3; dy/dx = 3 x^2. Its backward takes x first, then the gradient (issue 39:
+// bound by name, never by position). The strict variants need compact inputs, as many
+// kernel libraries do (they read data_ptr()[i]), and raise otherwise.
+tp::Tensor Cube(tp::TensorView x) {
+  CheckLike(x, x, "cube");
+  tp::Tensor y = Like(x);
+  const auto ox = Offsets(x);
+  TENSORPLUG_DISPATCH_FLOATING_TYPES(x, "cube", [&] {
+    const scalar_t* px = x.data_ptr<scalar_t>();
+    scalar_t* py = y.mutable_data_ptr<scalar_t>();
+    for (size_t i = 0; i < ox.size(); ++i) py[i] = px[ox[i]] * px[ox[i]] * px[ox[i]];
+  });
+  return y;
+}
+
+tp::Tensor CubeBackward(tp::TensorView x, tp::TensorView grad) {
+  CheckLike(grad, x, "cube_backward");
+  tp::Tensor gx = Like(x);
+  const auto og = Offsets(grad), ox = Offsets(x);
+  TENSORPLUG_DISPATCH_FLOATING_TYPES(x, "cube_backward", [&] {
+    const scalar_t* pg = grad.data_ptr<scalar_t>();
+    const scalar_t* px = x.data_ptr<scalar_t>();
+    scalar_t* po = gx.mutable_data_ptr<scalar_t>();
+    for (size_t i = 0; i < ox.size(); ++i) po[i] = 3 * px[ox[i]] * px[ox[i]] * pg[og[i]];
+  });
+  return gx;
+}
+
+void CheckCompact(const tp::TensorView& t, const char* fn, const char* name) {
+  TENSORPLUG_CHECK(t.is_contiguous(), ValueError) << fn << ": " << name << " must be contiguous, got strides "
+                                                  << t.strides();
+}
+
+tp::Tensor StrictCube(tp::TensorView x) {
+  CheckCompact(x, "strict_cube", "x");
+  return Cube(x);
+}
+
+tp::Tensor StrictCubeBackward(tp::TensorView x, tp::TensorView grad) {
+  CheckCompact(x, "strict_cube_backward", "x");
+  CheckCompact(grad, "strict_cube_backward", "grad");
+  return CubeBackward(x, grad);
+}
+
+// ---- backwards whose results break their own op's rule (issue 39): three gradients for two
+// inputs, float64 gradients whatever the inputs' dtype.
+std::tuple<tp::Tensor, tp::Tensor, tp::Tensor> ThreeGradients(tp::TensorView grad, tp::TensorView x,
+                                                              tp::TensorView w) {
+  return {Like(x), Like(w), Like(x)};
+}
+
+tp::Tensor Float64Gradient(tp::TensorView grad, tp::TensorView x) {
+  tp::Tensor gx = tp::Tensor::FromEnvAlloc(x.shape(), tp::kFloat64, x.device());
+  double* po = gx.mutable_data_ptr<double>();
+  for (int64_t i = 0; i < gx.numel(); ++i) po[i] = 1;
+  return gx;
+}
+
 }  // namespace
 
+TENSORPLUG_EXPORT(cube, Cube, "x");
+TENSORPLUG_EXPORT(cube_backward, CubeBackward, "x", "grad");
+TENSORPLUG_EXPORT(strict_cube, StrictCube, "x");
+TENSORPLUG_EXPORT(strict_cube_backward, StrictCubeBackward, "x", "grad");
+TENSORPLUG_EXPORT(three_gradients, ThreeGradients, "grad", "x", "w");
+TENSORPLUG_EXPORT(float64_gradient, Float64Gradient, "grad", "x");
 TENSORPLUG_EXPORT(square, Square, "x");
 TENSORPLUG_EXPORT(square_backward, SquareBackward, "grad", "x");
 TENSORPLUG_EXPORT(square_backward_backward, SquareBackwardBackward, "gg", "grad", "x");

@@ -9,7 +9,12 @@ backwards, in the namespace ``tpgrad`` (op names are process-wide), for tests/te
 - ``plain_square(x)``: no backward;
 - ``short(x)``, ``int32_grad(x)``: backwards returning a gradient of the wrong shape, dtype;
 - ``int32_grad_by_rule(x)``: the int32 gradient from a backward op whose own rule says int32;
-- ``twice_into(x, out)``: writes ``out`` (no backward can be declared).
+- ``twice_into(x, out)``: writes ``out`` (no backward can be declared);
+- ``cube(x)``: its backward takes ``(x, grad)``, saved value first (bound by name, issue 39);
+- ``strict_cube(x)``: forward and backward need compact tensors and declare it
+  (``contiguous=``); ``loose_cube(x)``, the same backward without the declaration;
+- ``three_gradients(x, w, alpha)``, ``float64_gradient(x)``: backward ops whose kernels return
+  three gradients for two, float64 for float32 (their own rules say otherwise).
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ def ops() -> SimpleNamespace:
                   backward=backward(square_backward, saves=("x",), differentiable=("x",))),
         square_backward=square_backward,
         sin_cos=op("tpgrad::sin_cos", mod.sin_cos, returns=(like("x"), like("x")),
-                   backward=backward(mod.sin_cos_backward, saves=("x",), differentiable=("x",))),
+                   backward=backward(mod.sin_cos_backward, saves=("x",), differentiable=("x",),
+                                     grads=("grad_sin", "grad_cos"))),
         exp=op("tpgrad::exp", mod.exp, returns=like("x"),
                backward=backward(op("tpgrad::exp_backward", mod.exp_backward, returns=like("y")),
                                  saves=("result",), differentiable=("x",))),
@@ -53,4 +59,23 @@ def ops() -> SimpleNamespace:
                                                    returns=like("x", dtype="int32")),
                                                 saves=("x",), differentiable=("x",))),
         twice_into=op("tpgrad::twice_into", mod.twice_into),
+        # issue 39: cube_backward(x, grad), the saved value first: bound by name.
+        cube=op("tpgrad::cube", mod.cube, returns=like("x"),
+                backward=backward(mod.cube_backward, saves=("x",), differentiable=("x",))),
+        # A forward and a backward that need compact tensors, declaring it once.
+        strict_cube=op("tpgrad::strict_cube", mod.strict_cube, returns=like("x"), contiguous=("x",),
+                       backward=backward(mod.strict_cube_backward, saves=("x",), differentiable=("x",),
+                                         contiguous=("x", "grad"))),
+        # The same kernels without the declaration: the backward gets what the framework gives.
+        loose_cube=op("tpgrad::loose_cube", mod.cube, returns=like("x"),
+                      backward=backward(mod.strict_cube_backward, saves=("x",), differentiable=("x",))),
+        # Backward ops whose kernels return what their own rule does not declare.
+        three_gradients=op("tpgrad::three_gradients", mod.scale_by, returns=like("x"),
+                           backward=backward(op("tpgrad::three_gradients_backward", mod.three_gradients,
+                                                returns=(like("x"), like("w"))),
+                                             saves=("x", "w"), differentiable=("x", "w"))),
+        float64_gradient=op("tpgrad::float64_gradient", mod.square, returns=like("x"),
+                            backward=backward(op("tpgrad::float64_gradient_backward", mod.float64_gradient,
+                                                 returns=like("x")),
+                                              saves=("x",), differentiable=("x",))),
     )

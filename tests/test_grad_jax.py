@@ -98,28 +98,31 @@ def test_grad_through_an_op_without_a_backward_names_it(ops, transform):
     np.testing.assert_allclose(jax.jit(ops.plain_square)(_x(3)), _x(3) ** 2, rtol=1e-6)
 
 
-def test_a_gradient_of_the_wrong_shape_names_the_op_and_the_input(ops):
-    # Eagerly the backward's result is checked in Python, naming the op and the input.
-    with pytest.raises(ValueError, match=r"^tpgrad::short: the backward tpgrad::short_backward returned a gradient "
-                                         r"for 'x' of shape \(11,\) and dtype float32; expected shape \(3, 4\) and "
-                                         r"dtype float32, those of 'x'\n"):
-        jax.grad(lambda x: ops.short(x).sum())(_x(3, 4))
-    # Under jit the XLA handler refuses the allocation against the backward op's rule (like
-    # x), naming the backward op (named after the op) and its result (the gradient of x).
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_a_gradient_of_the_wrong_shape_names_the_op_and_the_input(ops, transform):
+    # Eagerly as under jit (issue 39), the backward op runs as its XLA custom call, whose
+    # handler refuses the allocation against the backward op's rule (like x), naming the
+    # backward op (named after the op) and its result (the gradient of x).
     with pytest.raises(jax.errors.JaxRuntimeError, match=r"op 'tpgrad::short_backward': Tensor::FromEnvAlloc call 1 asked for "
                                          r"float32\[11\], but the op's shape rule declares float32\[3, 4\] for "
                                          r"result 0"):
-        jax.block_until_ready(jax.jit(jax.grad(lambda x: ops.short(x).sum()))(_x(3, 4)))
+        jax.block_until_ready(TRANSFORMS[transform](jax.grad(lambda x: ops.short(x).sum()))(_x(3, 4)))
 
 
-def test_a_gradient_of_the_wrong_dtype_names_the_op_and_the_input(ops):
-    with pytest.raises(ValueError, match=r"^tpgrad::int32_grad: the backward tpgrad::int32_grad_backward returned "
-                                         r"a gradient for 'x' of shape \(3,\) and dtype int32; expected shape \(3,\) "
-                                         r"and dtype float32, those of 'x'\n"):
-        jax.grad(lambda x: ops.int32_grad(x).sum())(_x(3))
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_a_gradient_of_the_wrong_dtype_names_the_op_and_the_input(ops, transform):
     with pytest.raises(jax.errors.JaxRuntimeError, match=r"op 'tpgrad::int32_grad_backward': Tensor::FromEnvAlloc call 1 asked for "
                                          r"int32\[3\], but the op's shape rule declares float32\[3\]"):
-        jax.block_until_ready(jax.jit(jax.grad(lambda x: ops.int32_grad(x).sum()))(_x(3)))
+        jax.block_until_ready(TRANSFORMS[transform](jax.grad(lambda x: ops.int32_grad(x).sum()))(_x(3)))
+
+
+def test_a_backward_op_true_to_its_own_rule_still_owes_each_input_its_dtype(ops):
+    # The backward op's own rule says int32, so its custom call passes; the gradient check
+    # (in the backward rule, on the traced or concrete result) names the op and the input.
+    with pytest.raises(ValueError, match=r"^tpgrad::int32_grad_by_rule: the backward tpgrad::int32_backward_by_rule "
+                                         r"returned a gradient for 'x' of shape \(3,\) and dtype int32; expected shape "
+                                         r"\(3,\) and dtype float32, those of 'x'"):
+        jax.grad(lambda x: ops.int32_grad_by_rule(x).sum())(_x(3))
 
 
 @pytest.mark.parametrize("transform", TRANSFORMS)
@@ -137,3 +140,44 @@ def test_an_op_that_writes_arguments_has_no_gradient(ops):
     with pytest.raises(TypeError, match=r"^tpgrad::twice_into writes 'out' in place and has no gradient"):
         jax.grad(lambda x: ops.twice_into(x, jnp.zeros_like(x)).sum())(x)
     np.testing.assert_allclose(jax.jit(ops.twice_into)(x, jnp.zeros_like(x)), 2 * x)
+
+
+# ---- issue 39: a backward bound by name; layouts; the backward's results checked eagerly too ----
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_a_backward_taking_the_saved_value_first_gets_the_right_gradient(ops, transform):
+    # cube_backward(x, grad) with saves=("x",): by position it gave [3, 6, 9].
+    x = jnp.asarray([1.0, 2.0, 3.0])
+    grad = TRANSFORMS[transform](jax.grad(lambda x: ops.cube(x).sum()))(x)
+    assert grad.tolist() == [3.0, 12.0, 27.0]
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_a_declared_layout_contract_holds_in_jax(ops, transform):
+    # jax arrays (and XLA's buffers) are always compact: a transposed numpy array becomes a
+    # compact one, and the backward's cotangent is a compact array, with the declaration or not.
+    x = jnp.asarray(np.arange(12, dtype=np.float32).reshape(4, 3).T / 4)
+    for op in (ops.strict_cube, ops.loose_cube):
+        grad = TRANSFORMS[transform](jax.grad(lambda x: op(x).sum()))(x)
+        np.testing.assert_allclose(grad, 3 * x ** 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_a_backward_returning_more_gradients_than_its_rule_is_refused(ops, transform):
+    # Eagerly as under jit: the backward op runs as its XLA custom call, whose handler refuses
+    # the third allocation (before issue 39 eager jax.grad dropped the extra gradient).
+    x, w = _x(3), _x(3, seed=1)
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"op 'tpgrad::three_gradients_backward': "
+                                                         r"Tensor::FromEnvAlloc call 3 \(float32\[3\]\) is one more "
+                                                         r"than the 2 result\(s\) its shape rule declares"):
+        jax.block_until_ready(TRANSFORMS[transform](
+            jax.grad(lambda x, w: ops.three_gradients(x, w, 2.0).sum(), argnums=(0, 1)))(x, w))
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_a_backward_returning_float64_for_float32_is_refused(ops, transform):
+    # Eagerly the direct call converted the kernel's float64 to float32 (jax without x64).
+    with pytest.raises(jax.errors.JaxRuntimeError, match=r"op 'tpgrad::float64_gradient_backward': "
+                                                         r"Tensor::FromEnvAlloc call 1 asked for float64\[3\], but "
+                                                         r"the op's shape rule declares float32\[3\] for result 0"):
+        jax.block_until_ready(TRANSFORMS[transform](jax.grad(lambda x: ops.float64_gradient(x).sum()))(_x(3)))

@@ -172,3 +172,75 @@ def test_an_op_that_writes_arguments_refuses_grad_mode_inputs_that_require_grad(
         ops.twice_into(x, out)
     torch.testing.assert_close(out, 2 * x.detach())
     ops.twice_into(x.detach(), out)  # no tensor requires grad: runs in grad mode too
+
+
+# ---- issue 39: a backward bound by name; layouts declared once; the backward's results checked ----
+
+def test_a_backward_taking_the_saved_value_first_gets_the_right_gradient(ops):
+    # cube_backward(x, grad) with saves=("x",): bound by name. By position (the rule before
+    # issue 39) it received (grad, x) and gave 3 grad^2 x = [3, 6, 9].
+    for loss in (lambda x: ops.cube(x).sum(),
+                 torch.compile(lambda x: ops.cube(x).sum(), backend="aot_eager", fullgraph=True)):
+        x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        loss(x).backward()
+        assert x.grad.tolist() == [3.0, 12.0, 27.0]
+    x = _x(3, 4)
+    (got,) = torch.autograd.grad((ops.cube(x) * x).sum(), x)
+    (want,) = torch.autograd.grad((x ** 3 * x).sum(), x)
+    torch.testing.assert_close(got, want)
+
+
+def test_torch_hands_a_backward_an_expanded_gradient_unless_it_declares_contiguous(ops):
+    # The same kernels; only loose_cube leaves out contiguous=: .sum().backward() gives its
+    # backward torch's expanded gradient (stride 0), which the kernel refuses.
+    x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with pytest.raises(ValueError, match=r"strict_cube_backward: grad must be contiguous, got strides \[0\]"):
+        ops.loose_cube(x).sum().backward()
+    ops.strict_cube(x).sum().backward()
+    assert x.grad.tolist() == [3.0, 12.0, 27.0]
+
+
+def _layout(base, how):
+    """A view of the float64 tensor ``base`` (2-d) with the layout ``how``."""
+    if how == "compact":
+        return base
+    if how == "transposed":
+        return base.t().contiguous().t()
+    if how == "strided":
+        wide = torch.zeros(base.shape[0], base.shape[1] * 2, dtype=base.dtype)
+        wide[:, ::2] = base
+        return wide[:, ::2]
+    assert how == "expanded"
+    return base[:1].expand(base.shape)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("how", ["transposed", "strided", "expanded"])
+def test_a_declared_layout_contract_holds_on_every_torch_path(ops, backend, how):
+    base = _x(3, 4, requires_grad=False)
+    x = _layout(base, how).detach().requires_grad_(how != "expanded")
+    assert not x.is_contiguous()
+
+    def loss(x):
+        return ops.strict_cube(x).sum()  # the backward gets an expanded gradient
+
+    fn = loss if backend == "eager" else torch.compile(loss, backend=backend, fullgraph=True)
+    if how == "expanded":  # a leaf cannot be expanded and require grad: no gradient, the forward only
+        torch.testing.assert_close(fn(x), (x ** 3).sum())
+        return
+    fn(x).backward()
+    torch.testing.assert_close(x.grad, 3 * x.detach() ** 2)
+
+
+def test_a_backward_whose_results_break_its_rule_is_refused(ops):
+    # The backward ops' kernels return three gradients for two, float64 for float32; their
+    # rules say two, float32: torch checks every kernel's results against its rule (the native
+    # kernel's RuntimeError, the Python kernel's ValueError: the same words).
+    x, w = torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
+    with pytest.raises((ValueError, RuntimeError), match=r"op 'tpgrad::three_gradients_backward' returned 3 "
+                                                         r"tensor\(s\), but its (shape|output) rule declares 2"):
+        ops.three_gradients(x, w, 2.0).sum().backward()
+    with pytest.raises((ValueError, RuntimeError), match=r"op 'tpgrad::float64_gradient_backward' returned "
+                                                         r"float64\[3\]( on cpu:0)? as result 0, but its (shape|output) rule "
+                                                         r"declares float32\[3\]"):
+        ops.float64_gradient(x).sum().backward()

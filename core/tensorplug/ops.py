@@ -91,7 +91,7 @@ class Op(_core.OpCall):
     :meth:`tensorplug.Op.bind` and :meth:`tensorplug.Op.output_specs`.
     """
 
-    def __init__(self, name: str, function, *, returns=None, writes=(), sharding=None):
+    def __init__(self, name: str, function, *, returns=None, writes=(), sharding=None, contiguous=()):
         where = f"tensorplug.op({name!r})"
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             raise ValueError(f"tensorplug.op() argument 'name': expected 'namespace::name' (identifiers), "
@@ -139,6 +139,7 @@ class Op(_core.OpCall):
         if result == "tensor" and isinstance(returns, tuple) and len(returns) != 1:
             raise ValueError(f"{where}: {function.__name__} returns one tensor, 'returns' declares {len(returns)}")
         n_outputs = 0 if result == "void" else len(returns) if isinstance(returns, tuple) else 1
+        contiguous = _declare_contiguous(where, function.__name__, params, contiguous)
         try:
             sharding_rule = compile_sharding(sharding, params, n_outputs)
         except RuleError as e:
@@ -157,6 +158,10 @@ class Op(_core.OpCall):
         writes_doc = f"; it writes {', '.join(self.written)} in place" if self.written else ""
         self.__doc__ = f"Operator {name} calling kernel function {function.__name__}{self.__signature__}{writes_doc}."
         self._rule = rule
+        #: The tensor parameters the kernel needs compact (row-major, contiguous): every
+        #: adapter hands them over so (a compact copy where the caller's is not), or refuses.
+        self.contiguous: tuple[str, ...] = contiguous
+        self.contiguous_index: tuple[int, ...] = tuple(i for i, p in enumerate(params) if p.name in contiguous)
         # What each result is, for messages ("the gradient of 'x'" for a derived backward).
         self.result_labels: tuple[str, ...] | None = None
         #: The op's :class:`tensorplug.sharding.ShardingRule` (``sharding=``), or None.
@@ -200,6 +205,8 @@ class Op(_core.OpCall):
         if impl is not None and not callable(impl):
             raise TypeError(f"tensorplug_op_impl returned {impl!r} for {self.name} and {arg_type.__qualname__}: "
                             "expected a callable or None")
+        if impl is None and self.contiguous:
+            impl = self._compact_call  # the kernel function, its layout contract checked
         self._impls[arg_type] = impl
         self._traced = tuple(self._impls.items())
         return impl
@@ -253,6 +260,25 @@ class Op(_core.OpCall):
                 raise ValueError(f"op '{self.name}' returned {what} on {got.device}, but its shape rule "
                                  f"declares {want.device}")
 
+    def _compact_call(self, *args, **kwargs):
+        """The kernel function called for a framework without an operator of its own (numpy,
+        cupy, paddle, concrete jax arrays): each ``contiguous`` argument is checked compact,
+        a ValueError naming the op and the argument otherwise (the core has no framework
+        to copy with; a framework with operators copies in its adapter)."""
+        bound = self.bind(args, kwargs) if kwargs else None
+        for i in self.contiguous_index:
+            name = self.params[i].name
+            value = bound.get(name) if bound is not None else (args[i] if i < len(args) else None)
+            if value is None or not hasattr(value, "__dlpack__"):
+                continue
+            view = _core.from_dlpack(value)
+            if not _compact(view.shape, view.strides):
+                raise ValueError(f"{self.name}() argument {name!r}: expected a compact (contiguous) tensor, as the op "
+                                 f"declares contiguous={self.contiguous!r}; got shape {tuple(view.shape)} with strides "
+                                 f"{tuple(view.strides)}: pass a contiguous copy (numpy.ascontiguousarray(x), "
+                                 "x.contiguous())")
+        return self.function(*args, **kwargs)
+
     def __repr__(self) -> str:
         return f"<tensorplug.Op {self.name} -> {self.function.__name__}{self.__signature__}>"
 
@@ -299,13 +325,41 @@ def _declare_writes(where: str, fname: str, params: tuple[Param, ...], writes) -
     return tuple(p._replace(written=p.name in writes) for p in params)
 
 
+def _declare_contiguous(where: str, fname: str, params: tuple[Param, ...], contiguous) -> tuple[str, ...]:
+    """The names of ``contiguous=``, checked: tensor parameters the kernel reads (a compact
+    copy of a written tensor would take the write away from the caller's tensor)."""
+    contiguous = (contiguous,) if isinstance(contiguous, str) else tuple(contiguous)
+    by_name = {p.name: p for p in params}
+    for name in contiguous:
+        p = by_name.get(name)
+        if not isinstance(name, str) or p is None or not p.is_tensor:
+            tensors = ", ".join(q.name for q in params if q.is_tensor) or "none"
+            raise ValueError(f"{where} argument 'contiguous': {name!r} is not a tensor parameter of {fname} "
+                             f"(its tensor parameters: {tensors})")
+        if p.written:
+            raise ValueError(f"{where} argument 'contiguous': {name!r} is written in place by {fname}, and a compact "
+                             "copy would take the write away from the caller's tensor; the kernel must take "
+                             "written tensors with any strides")
+    return tuple(dict.fromkeys(contiguous))
+
+
+def _compact(shape, strides) -> bool:
+    """Row-major contiguous, as ``TensorView::is_contiguous`` says (extents of 1 ignored)."""
+    expected = 1
+    for extent, stride in zip(reversed(tuple(shape)), reversed(tuple(strides))):
+        if extent != 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
 # Declared ops by name. Kept for the life of the process, as frameworks keep their
 # registrations (a torch.library op cannot be removed).
 _ops: dict[str, Op] = {}
 _ops_lock = threading.Lock()
 
 
-def op(name: str, function, *, returns=None, writes=(), backward=None, sharding=None) -> Op:
+def op(name: str, function, *, returns=None, writes=(), backward=None, sharding=None, contiguous=()) -> Op:
     """Declare the kernel ``function`` as the operator ``name`` (``"namespace::name"``) of
     every framework with a graph compiler, and return it as an :class:`tensorplug.Op`.
 
@@ -331,6 +385,12 @@ def op(name: str, function, *, returns=None, writes=(), backward=None, sharding=
     ``DTensor`` runs it on shards. None: the frameworks gather its inputs (jax) or refuse
     sharded ones (``DTensor``).
 
+    ``contiguous``: the tensor parameters the kernel needs compact (row-major, contiguous;
+    not written ones): every adapter hands them over compact (torch: a compact copy of a
+    non-contiguous argument, on every path; jax: XLA's buffers always are) or refuses, naming
+    the argument (numpy, cupy, paddle: no framework to copy with in the core). The op keeps
+    torch's Python kernel, not the native one, which cannot copy (docs/decisions.md).
+
     Each adapter is told about the op (hook ``tensorplug_op_declared``): the torch adapter
     registers ``torch.ops.<namespace>.<name>`` at once when torch is imported, else when
     the op is first called with torch tensors. ValueError when the name is taken, the
@@ -339,7 +399,8 @@ def op(name: str, function, *, returns=None, writes=(), backward=None, sharding=
     if backward is not None and not isinstance(backward, Backward):
         raise TypeError(f"tensorplug.op({name!r}) argument 'backward': expected tensorplug.backward(...), got "
                         f"{type(backward).__name__}")
-    return declare(Op(name, function, returns=returns, writes=writes, sharding=sharding), backward)
+    return declare(Op(name, function, returns=returns, writes=writes, sharding=sharding, contiguous=contiguous),
+                   backward)
 
 
 def declare(made: Op, backward: Backward | None = None) -> Op:

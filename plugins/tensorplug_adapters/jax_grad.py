@@ -3,10 +3,12 @@ of an op is a ``jax.custom_vjp`` whose rules come from the declaration.
 
 - forward: the op's XLA custom call (``jax_ops.JaxOp``); it returns what the declaration
   ``saves`` as residuals (tensors; scalars are static and stay in the closure);
-- backward: the backward op, called with the incoming cotangents and the saved values (so
-  a backward with a backward of its own gives second derivatives, and ``jax.jit`` traces it
-  as one more custom call); each gradient is checked against its parameter's shape and
-  dtype, naming the op and the parameter;
+- backward: the backward op, called with the incoming cotangents and the saved values,
+  bound to its parameters by name (``BoundBackward.arguments``), always as its XLA custom
+  call (so a backward with a backward of its own gives second derivatives, ``jax.jit``
+  traces it as one more custom call, and eager ``jax.grad`` checks its results against its
+  output rule in the XLA handler as ``jax.jit`` does); each gradient is checked against
+  its parameter's shape and dtype, naming the op and the parameter;
 - a tensor argument the declaration leaves out of ``differentiable`` gets no cotangent:
   differentiating with respect to it is an error naming it (``symbolic_zeros``: the forward
   rule sees which arguments are perturbed);
@@ -86,8 +88,12 @@ class GradJaxOp:
             cotangents = [_materialize(jax, ct) for ct in cotangents]
             tensors = iter(saved_tensors)
             saved = [next(tensors) if s.is_tensor else static.get(s.name) for s in declared.saves]
-            grads = declared.function(*cotangents, *saved)
+            grads = _traced_call(declared.function)(*declared.arguments(cotangents, saved))
             grads = (grads,) if len(declared.differentiable) == 1 else tuple(grads)
+            if len(grads) != len(declared.differentiable):  # the custom call's results follow the rule; kept as a guard
+                raise ValueError(f"{op.name}: the backward {declared.function.name} returned {len(grads)} gradient(s); "
+                                 f"expected {len(declared.differentiable)}, one per differentiable parameter "
+                                 f"({', '.join(declared.differentiable)})")
             for k, (grad, shape_dtype) in enumerate(zip(grads, expected)):
                 if shape_dtype is not None:  # None: an optional tensor left out
                     declared.check_gradient(k, tuple(grad.shape), dtype_name(grad.dtype), *shape_dtype)
@@ -97,6 +103,24 @@ class GradJaxOp:
 
         fn.defvjp(fwd, bwd, symbolic_zeros=True)
         return fn(arrays)
+
+
+def _traced_call(backward_op):
+    """The backward op as jax's traced path calls it (the XLA custom call, in its own
+    custom_vjp), for concrete cotangents too: eager ``jax.grad`` then checks the backward's
+    results (their number, dtypes and shapes) against its output rule in the XLA handler,
+    as ``jax.jit`` does, where the direct call of the kernel function would hand back what
+    it returned (an extra gradient dropped, float64 demoted to float32 without x64)."""
+    impl = _backward_impls.get(backward_op.name)
+    if impl is None:
+        from . import jax as jax_adapter
+
+        impl = jax_adapter.tensorplug_op_impl(op=backward_op, arg_type=_jax().core.Tracer)
+        _backward_impls[backward_op.name] = impl
+    return impl
+
+
+_backward_impls: dict = {}
 
 
 def _perturbed(value) -> bool:

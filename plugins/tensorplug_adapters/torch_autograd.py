@@ -118,7 +118,7 @@ def _formula(op):
                 raise RuntimeError(declared.not_differentiable(name))
         tensors, scalars = iter(ctx.saved_tensors), iter(ctx.tp_scalars)
         saved = [next(tensors) if s.is_tensor else next(scalars) for s in saves]
-        result = declared.function(*grads, *saved)
+        result = declared.function(*declared.arguments(grads, saved))  # bound by name (tensorplug.gradients)
         result = (result,) if len(diff_index) == 1 else tuple(result)
         out = [None] * n_params
         for k, (i, grad) in enumerate(zip(diff_index, result)):

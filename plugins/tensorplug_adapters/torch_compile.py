@@ -184,11 +184,33 @@ def _kernel(torch, op):
             with as_torch:
                 return function(*args)
 
+    if op.contiguous:
+        call = _compacting(op, call)
     if op.written:
         call = _bumping(torch, op, call)
     if not op.n_outputs:
         return call
     return _checked(torch, op, call)
+
+
+def _compacting(op, call):
+    """``call`` with each argument the op declares ``contiguous`` made compact: a copy
+    (``Tensor.contiguous``) of one that is not, such as the expanded incoming gradient
+    (stride 0) of ``.sum().backward()``. Every torch path runs it: eager calls, the graphs
+    of ``torch.compile`` (aot_eager, inductor) and the backward formula, which calls the
+    backward op. The op keeps this Python kernel (torch_native refuses it the native one)."""
+    indices = op.contiguous_index
+
+    def kernel(*args):
+        args = list(args)
+        for i in indices:
+            value = args[i]
+            if value is not None and not value.is_contiguous():
+                args[i] = value.contiguous()
+        return call(*args)
+
+    kernel.__name__ = op.opname
+    return kernel
 
 
 # torch's text for a write to an inference tensor outside inference mode (its in-place ops

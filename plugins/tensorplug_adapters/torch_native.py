@@ -70,6 +70,11 @@ def register(torch, op, key: str, names) -> int | None:
             # A derived backward (tensorplug.gradients), called from the Python autograd
             # formula only: its results are checked naming the input each gradient is for.
             raise _NoNative("it is a derived backward, whose gradients the Python kernel checks naming their inputs")
+        if op.contiguous:
+            # The native kernel passes torch's tensors on as they are; a compact copy is the
+            # Python kernel's (torch_compile._compacting, docs/decisions.md has the cost).
+            raise _NoNative(f"it declares contiguous={op.contiguous!r}, and the native kernel cannot make compact "
+                            "copies")
         if op.written and not exchange.torch_native_has_bump_version():
             raise _NoNative(f"it writes {', '.join(op.written)}, and torch {torch.__version__} does not export "
                             "torch::autograd::impl::bump_version, which the native kernel needs to bump the version "

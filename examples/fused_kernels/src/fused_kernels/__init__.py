@@ -63,7 +63,8 @@ rms_norm = _op("rms_norm", _like_x,
 #: in one pass (the pre-norm transformer's residual stream). Differentiable in x, residual and weight.
 add_rms_norm = _op("add_rms_norm", (_like_x, _like_x),
                    backward=tensorplug.backward(add_rms_norm_backward, saves=("result[1]", "weight", "eps"),
-                                                differentiable=("x", "residual", "weight")),
+                                                differentiable=("x", "residual", "weight"),
+                                                grads=("grad", "grad_residual")),
                    sharding="... [n], ... [n], [n] -> ... [n], ... [n]")
 #: ``rotary_embedding(positions, q, k, cos_sin_cache)``: rotates q ``[..., heads, d]`` and k ``[..., kv_heads, d]``
 #: in place ("rotate half" form); ``cos_sin_cache`` is float32 ``[max_positions, d]``, cos then sin; positions

@@ -1,0 +1,97 @@
+"""Layout contracts declared once (issue 39, item 2): ``strict_cube`` (tests/grad_kernels.cc)
+raises on a non-compact input, and declares ``contiguous=("x",)`` on its op and
+``contiguous=("x", "grad")`` on its backward. Over generated layouts (permuted, strided,
+expanded, 1 to 3 dimensions) and incoming gradients (torch's expanded one of ``.sum()``, a
+weighted one), every path gives the gradient of torch's or jax's own ops, or refuses naming
+the argument: torch eager and aot_eager (inductor: tests/test_grad_torch.py), jax eager and
+jit, and the op called with numpy arrays (no operator: checked, not copied).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis", reason="hypothesis not installed")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import grad_kernels  # noqa: E402  (tests/grad_kernels.py)
+
+
+@st.composite
+def layouts(draw):
+    """(shape of the base array, steps to make the view): a permutation, a step per
+    dimension, and dimensions of extent 1 expanded to 3."""
+    ndim = draw(st.integers(1, 3))
+    shape = draw(st.lists(st.integers(1, 4), min_size=ndim, max_size=ndim))
+    perm = draw(st.permutations(range(ndim)))
+    steps = draw(st.lists(st.integers(1, 2), min_size=ndim, max_size=ndim))
+    expand = draw(st.lists(st.booleans(), min_size=ndim, max_size=ndim))
+    return tuple(shape), tuple(perm), tuple(steps), tuple(expand)
+
+
+def _numpy_view(layout, seed=0):
+    shape, perm, steps, expand = layout
+    big = np.random.RandomState(seed).uniform(0.5, 1.5, [n * s for n, s in zip(shape, steps)])
+    view = big[tuple(slice(None, None, s) for s in steps)].transpose(perm)
+    out_shape = [3 if e and n == 1 else n for n, e in zip(view.shape, expand)]
+    return np.broadcast_to(view, out_shape)
+
+
+SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.fixture(scope="module")
+def ops():
+    return grad_kernels.ops()
+
+
+@SETTINGS
+@given(layout=layouts(), weighted=st.booleans(), compiled=st.booleans())
+def test_torch_every_layout(ops, layout, weighted, compiled):
+    torch = pytest.importorskip("torch")
+    shape, perm, steps, expand = layout
+    base = torch.tensor(np.random.RandomState(1).uniform(0.5, 1.5, [n * s for n, s in zip(shape, steps)]),
+                        requires_grad=True)
+
+    def view(b):
+        v = b[tuple(slice(None, None, s) for s in steps)].permute(perm)
+        return v.expand([3 if e and n == 1 else n for n, e in zip(v.shape, expand)])
+
+    w = torch.arange(1.0, 1.0 + view(base).numel(), dtype=torch.float64).reshape(view(base).shape)
+
+    def loss(b, cube):
+        y = cube(view(b))
+        return (y * w).sum() if weighted else y.sum()  # .sum(): torch's expanded incoming gradient
+
+    fn = torch.compile(loss, backend="aot_eager", fullgraph=True) if compiled else loss
+    # Each example is a new layout, so a new graph: beyond dynamo's default of 8 per code object.
+    with torch._dynamo.config.patch(recompile_limit=10_000, accumulated_recompile_limit=10_000):
+        (got,) = torch.autograd.grad(fn(base, ops.strict_cube), base)
+    (want,) = torch.autograd.grad(loss(base, lambda x: x ** 3), base)
+    torch.testing.assert_close(got, want)
+
+
+@SETTINGS
+@given(layout=layouts(), jit=st.booleans())
+def test_jax_every_layout(ops, layout, jit):
+    jax = pytest.importorskip("jax")
+    x = jax.numpy.asarray(_numpy_view(layout).astype(np.float32))  # compact: jax arrays always are
+    grad = jax.grad(lambda x: ops.strict_cube(x).sum())
+    got = (jax.jit(grad) if jit else grad)(x)
+    np.testing.assert_allclose(got, 3 * np.asarray(x) ** 2, rtol=1e-6)
+
+
+@SETTINGS
+@given(layout=layouts())
+def test_numpy_every_layout_is_checked(ops, layout):
+    x = _numpy_view(layout)
+    compact = x.flags.c_contiguous or all(n == 1 for n in x.shape) or x.size == 0
+    if not compact:
+        with pytest.raises(ValueError, match=r"^tpgrad::strict_cube\(\) argument 'x': expected a compact "
+                                             r"\(contiguous\) tensor, as the op declares contiguous=\('x',\); got "
+                                             r"shape \(.*\) with strides \(.*\): pass a contiguous copy"):
+            ops.strict_cube(x)
+        x = np.ascontiguousarray(x)
+    np.testing.assert_allclose(np.asarray(ops.strict_cube(x)), x ** 3)
