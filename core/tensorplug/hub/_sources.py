@@ -65,8 +65,8 @@ class _Source:
 
     def _index(self, relative: str, where: str) -> bytes | None:
         data = self._read(relative, _INDEX_LIMIT)
-        if data is not None:
-            signature = self._read(relative + _signing.SIGNATURE_SUFFIX, _SIGNATURE_LIMIT) if self.trusted_keys else None
+        if data is not None and self.trusted_keys:
+            signature = self._read(relative + _signing.SIGNATURE_SUFFIX, _SIGNATURE_LIMIT)
             _signing.check(data, signature, self.trusted_keys, where)
         return data
 
