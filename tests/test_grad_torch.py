@@ -232,15 +232,35 @@ def test_a_declared_layout_contract_holds_on_every_torch_path(ops, backend, how)
     torch.testing.assert_close(x.grad, 3 * x.detach() ** 2)
 
 
-def test_a_backward_whose_results_break_its_rule_is_refused(ops):
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_a_backward_whose_results_break_its_rule_is_refused(ops, backend):
     # The backward ops' kernels return three gradients for two, float64 for float32; their
     # rules say two, float32: torch checks every kernel's results against its rule (the native
-    # kernel's RuntimeError, the Python kernel's ValueError: the same words).
+    # kernel's RuntimeError, the Python kernel's ValueError: the same words), eagerly and in
+    # the backward graph torch.compile traces.
+    def run(loss, *args):
+        fn = loss if backend == "eager" else torch.compile(loss, backend=backend, fullgraph=True)
+        fn(*args).backward()
+
     x, w = torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
     with pytest.raises((ValueError, RuntimeError), match=r"op 'tpgrad::three_gradients_backward' returned 3 "
                                                          r"tensor\(s\), but its (shape|output) rule declares 2"):
-        ops.three_gradients(x, w, 2.0).sum().backward()
+        run(lambda x, w: ops.three_gradients(x, w, 2.0).sum(), x, w)
     with pytest.raises((ValueError, RuntimeError), match=r"op 'tpgrad::float64_gradient_backward' returned "
                                                          r"float64\[3\]( on cpu:0)? as result 0, but its (shape|output) rule "
                                                          r"declares float32\[3\]"):
-        ops.float64_gradient(x).sum().backward()
+        run(lambda x: ops.float64_gradient(x).sum(), x)
+
+
+def test_an_op_declaring_contiguous_keeps_the_python_kernel(ops):
+    # The native kernel passes torch's tensors on as they are: an op that needs compact ones
+    # keeps the Python kernel, which copies (docs/decisions.md has the cost).
+    from tensorplug_adapters import torch_native
+
+    for op in (ops.strict_cube, ops.strict_cube.backward.function):
+        assert torch_native.reason(op) in (
+            f"it declares contiguous={op.contiguous!r}, and the native kernel cannot make compact copies",
+            "it is a derived backward, whose gradients the Python kernel checks naming their inputs")
+    assert torch_native.reason(ops.strict_cube) == ("it declares contiguous=('x',), and the native kernel cannot make "
+                                                    "compact copies")
+    assert torch_native.reason(ops.loose_cube) is None  # the same kernel, no declaration: native

@@ -4,7 +4,7 @@ raises on a non-compact input, and declares ``contiguous=("x",)`` on its op and
 expanded, 1 to 3 dimensions) and incoming gradients (torch's expanded one of ``.sum()``, a
 weighted one), every path gives the gradient of torch's or jax's own ops, or refuses naming
 the argument: torch eager and aot_eager (inductor: tests/test_grad_torch.py), jax eager and
-jit, and the op called with numpy arrays (no operator: checked, not copied).
+jit, and the op called with numpy or paddle arrays (no operator: checked, not copied).
 """
 
 from __future__ import annotations
@@ -95,3 +95,16 @@ def test_numpy_every_layout_is_checked(ops, layout):
             ops.strict_cube(x)
         x = np.ascontiguousarray(x)
     np.testing.assert_allclose(np.asarray(ops.strict_cube(x)), x ** 3)
+
+
+def test_paddle_non_compact_is_refused_naming_the_argument(ops):
+    paddle = pytest.importorskip("paddle")
+    base = paddle.to_tensor(np.arange(6, dtype=np.float32).reshape(2, 3) / 4)
+    x = base.transpose([1, 0])  # a strided view (paddle 3)
+    if x.is_contiguous():
+        pytest.skip("this paddle's transpose copies: no non-compact tensor to hand over")
+    with pytest.raises(ValueError, match=r"^tpgrad::strict_cube\(\) argument 'x': expected a compact \(contiguous\) "
+                                         r"tensor, as the op declares contiguous=\('x',\); got shape \(3, 2\) with "
+                                         r"strides \(1, 3\)"):
+        ops.strict_cube(x)
+    np.testing.assert_allclose(ops.strict_cube(x.contiguous()).numpy(), x.numpy() ** 3, rtol=1e-6)
