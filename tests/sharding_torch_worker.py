@@ -137,9 +137,23 @@ def main(rank: int, world: int, port: int, out_path: str) -> None:
     except Exception:  # noqa: BLE001  (the test shows it)
         record["crash"] = traceback.format_exc()
     finally:
+        # Both ranks done before either tears down its gloo pairs (rank 0 also serves the
+        # store): neither is left talking to a peer that is exiting.
+        try:
+            dist.barrier()
+        except Exception:  # noqa: BLE001  (a rank that crashed: its record says so)
+            pass
         dist.destroy_process_group()
     with open(out_path, "w") as f:
         json.dump(record, f)
+    # The record is the worker's whole product; end here, without interpreter finalization
+    # and C++ static destructors. torch.compile's guard caches keep the DeviceMesh (and
+    # through it the gloo process group, its worker and transport threads) alive until then,
+    # and their teardown order at exit is where a gloo worker once aborted ("terminate called
+    # without an active exception", 1 run in 3; docs/reliability.md).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
