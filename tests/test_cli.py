@@ -14,8 +14,8 @@ from pathlib import Path
 # The console script pip installed into the running interpreter's environment.
 CONSOLE_SCRIPT = Path(sys.executable).parent / "tensorplug"
 # Each framework the demo must show when installed: the type its row names.
-DEMO_TYPES = {"numpy": "numpy.ndarray", "torch": "torch.Tensor", "jax": "jaxlib._jax.ArrayImpl",
-              "paddle": "paddle.Tensor"}
+# The public type names (jax's arrays are jaxlib._jax.ArrayImpl, an implementation class).
+DEMO_TYPES = {"numpy": "numpy.ndarray", "torch": "torch.Tensor", "jax": "jax.Array", "paddle": "paddle.Tensor"}
 
 
 def run(*args):
@@ -35,7 +35,11 @@ def test_demo_prints_a_row_per_framework():
     lines = out.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("framework"))
     assert "result correct" in lines[header] and "call overhead (us)" in lines[header]
-    rows = {line.split()[0]: line.split() for line in lines[header + 2:] if line.strip()}
+    end = lines.index("", header)
+    rows = {line.split()[0]: line.split() for line in lines[header + 2:end]}
+    # Under the table: what was compared and what was timed.
+    assert lines[end + 1].startswith("result correct: add(x, x), with x = arange(8) as float32")
+    assert lines[end + 2].startswith("call overhead: numel(x), a kernel that only reads x's shape")
     assert rows["tensorplug"][1:4] == ["tensorplug.Tensor", "tensorplug.Tensor", "yes"]
     # Every installed framework has its row, its own type in and out, and a correct result.
     for framework, type_name in DEMO_TYPES.items():
@@ -66,6 +70,12 @@ def test_console_script_and_adapters_table():
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("adapter")
     assert "numpy" in out.stdout and "C table" in out.stdout
+    rows = {line.split()[0]: line for line in out.stdout.splitlines()[2:] if line.strip()}
+    for name in ("torch", "jax"):  # both enter their compilers (the kit's "compiler" checks)
+        if name in rows and "not installed" not in rows[name]:
+            assert "compiler" in rows[name], out.stdout
+    assert out.stdout.rstrip().endswith("'Python' through its Python callables (the same rules, slower); "
+                                        "docs/adapters.md")
 
 
 def test_demo_without_any_framework():

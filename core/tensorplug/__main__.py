@@ -30,6 +30,8 @@ def cmd_adapters(args) -> int:
                      ", ".join(r.tensor_types), ", ".join(r.capabilities), "C table" if r.fast_path else "Python",
                      ""])
     print(_table(rows, ["adapter", "distribution", "framework", "tensor types", "capabilities", "path", "errors"]))
+    print("\npath: how tensors cross: 'C table' through the adapter's compiled DLPack exchange table (no Python in "
+          "the call), 'Python' through its Python callables (the same rules, slower); docs/adapters.md")
     return 0
 
 
@@ -73,10 +75,11 @@ def cmd_config(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from ._demo import HEADER, run_demo
+    from ._demo import FOOTNOTE, HEADER, run_demo
 
     rows, ok = run_demo()
     print(_table(rows, HEADER))
+    print("\n" + FOOTNOTE)
     return 0 if ok else 1
 
 

@@ -86,7 +86,7 @@ def tensorplug_adapter_info():
     torch = sys.modules.get("torch")
     fast = torch is None or hasattr(torch.Tensor, "__dlpack_c_exchange_api__")
     return AdapterInfo(name="torch", framework="torch", tensor_types=("torch.Tensor",),
-                       capabilities=("exchange", "stream", "allocator", "output"), fast_path=fast,
+                       capabilities=("exchange", "stream", "allocator", "output", "compiler"), fast_path=fast,
                        stream_kinds=("cuda", "rocm"),
                        # aten: torch's operators; prim, prims: its primitives (torch.library reserves
                        # "prim" itself; an "aten::add" declared here would dispatch to torch's own add)
