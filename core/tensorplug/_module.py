@@ -18,24 +18,54 @@ class Module(types.ModuleType):
     ``m.path`` is the library's path; made by :func:`load_module`.
     """
 
-    def __init__(self, path, *, release_gil: bool = True, _load_flags: int = 0, _display_path: str | None = None):
+    def __init__(self, path, *, release_gil: bool = True, _load_flags: int = 0, _display_path: str | None = None,
+                 signatures=None, writes=None):
         path = os.fspath(path)
         # _display_path: the file a verified load (/proc/self/fd/N, _verified.py) stands for.
         shown = path if _display_path is None else _display_path
         super().__init__(os.path.basename(shown), f"tensorplug kernel library {shown}")
+        # A library built for apache tvm-ffi (tensorplug/tvm_ffi): tried only when the loader
+        # found no tensorplug function (it reads that from the file, before dlopen), so a
+        # library of tensorplug's own ABI loads as it always did.
+        tvm_ffi_functions: tuple[str, ...] = ()
         try:
-            handle, names = _core.load_library(path, _load_flags)
+            if signatures is not None or writes is not None:
+                tvm_ffi_functions = self._tvm_ffi_functions(path, shown, required=True)
+            if not tvm_ffi_functions:
+                handle, names = _core.load_library(path, _load_flags)
         except (OSError, ValueError, RuntimeError) as exc:
-            if shown == path:
-                raise
-            raise type(exc)(str(exc).replace(path, shown)) from None
+            if not (isinstance(exc, ValueError) and "exports no tensorplug function" in str(exc)
+                    and (tvm_ffi_functions := self._tvm_ffi_functions(path, shown))):
+                if shown == path:
+                    raise
+                raise type(exc)(str(exc).replace(path, shown)) from None
         self.path = shown
-        self.functions: tuple[str, ...] = tuple(names)
-        self._handle = handle
-        for name in names:
-            setattr(self, name, _core.get_function(handle, name, release_gil))
+        if tvm_ffi_functions:
+            from . import tvm_ffi
+
+            made, self._handle = tvm_ffi.load(path, shown, tvm_ffi_functions, signatures=signatures, writes=writes,
+                                              release_gil=release_gil)
+            self.functions = tuple(made)
+            for name, function in made.items():
+                setattr(self, name, function)
+        else:
+            self.functions: tuple[str, ...] = tuple(names)
+            self._handle = handle
+            for name in names:
+                setattr(self, name, _core.get_function(handle, name, release_gil))
         # Looked up by the module type only when normal lookup fails.
         self.__getattr__ = self._missing_attribute
+
+    @staticmethod
+    def _tvm_ffi_functions(path: str, shown: str, required: bool = False) -> tuple[str, ...]:
+        """The tvm-ffi functions of a library exporting no tensorplug function, else ()."""
+        from .tvm_ffi import exported_functions
+
+        tvm, own = exported_functions(path)
+        if required and not (tvm and not own):
+            raise ValueError(f"load_module() arguments 'signatures' and 'writes' are for libraries built for apache "
+                             f"tvm-ffi (exporting __tvm_ffi_<name> functions); '{shown}' is not one")
+        return tvm if not own else ()
 
     def _missing_attribute(self, name: str):
         raise AttributeError(self._missing(name))
@@ -56,8 +86,20 @@ class Module(types.ModuleType):
                 f"it exports: {', '.join(self.functions)}")
 
 
-def load_module(path, *, release_gil: bool = True) -> Module:
+def load_module(path, *, release_gil: bool = True, signatures: dict[str, str] | None = None,
+                writes: dict | None = None) -> Module:
     """Load the kernel library at ``path``.
+
+    A library built for apache tvm-ffi (exporting ``__tvm_ffi_<name>`` functions and no
+    tensorplug one; ``tvm_ffi.cpp.build``, FlashInfer's, TileLang's, ...) loads unchanged:
+    each of its functions becomes a tensorplug Function (docs/migration.md, "No port
+    needed"). Its signatures come from tvm-ffi's metadata, when it was built with
+    ``-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1``, or from ``signatures`` (``{name: signature
+    string}``, tensorplug's syntax, which wins); ``writes`` (``{name: [parameter names or
+    0-based positions]}``) says which tensors a function writes (tvm-ffi does not record
+    it): those are refused read-only memory. A function with neither is a ValueError naming
+    it. Needs the ``apache-tvm-ffi`` package (``pip install "tensorplug[tvm-ffi]"``;
+    ModuleNotFoundError saying so without it).
 
     ``path`` names a file: a relative path (a bare name such as ``"libk.so"`` too) is
     relative to the working directory, and is never searched for on ``LD_LIBRARY_PATH``.
@@ -69,7 +111,7 @@ def load_module(path, *, release_gil: bool = True) -> Module:
     shared library, was built for another tensorplug ABI (docs/shipping.md, "The ABI
     rule"), or exports no ``__tensorplug_<name>`` function (see :func:`load_library`). ``release_gil`` (default
     True, as apache-tvm-ffi does) releases the GIL around each call."""
-    return Module(path, release_gil=release_gil)
+    return Module(path, release_gil=release_gil, signatures=signatures, writes=writes)
 
 
 # TPModuleLoadEx flags (c_api.h).

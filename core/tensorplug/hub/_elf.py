@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 ABI_SYMBOL = b"__tensorplugabi_version"
 FUNCTION_PREFIX = b"__tensorplug_"
+TVM_FFI_PREFIX = b"__tvm_ffi_"
 # A library without the record predates it; the record came with ABI 1 (docs/shipping.md).
 ABI_WITHOUT_RECORD = 1
 
@@ -34,6 +35,8 @@ class ElfFacts:
     libc: str | None  # "glibc", "musl", or None when the library needs no libc
     libc_version: str | None  # the newest GLIBC_x.y symbol version it needs
     functions: tuple[str, ...]  # exported kernel functions, sorted
+    # apache tvm-ffi's exported functions (__tvm_ffi_<name>; not its __tvm_ffi__<meta> symbols), sorted
+    tvm_ffi_functions: tuple[str, ...] = ()
 
 
 def read_elf(data: bytes, what: str) -> ElfFacts:
@@ -61,6 +64,7 @@ def read_elf(data: bytes, what: str) -> ElfFacts:
 
     abi = ABI_WITHOUT_RECORD
     functions: list[str] = []
+    tvm_ffi: list[str] = []
     needed: list[bytes] = []
     versions: list[bytes] = []
     for index, (_, kind, _, _, _, _, link, info, _, _) in enumerate(sections):
@@ -74,6 +78,9 @@ def read_elf(data: bytes, what: str) -> ElfFacts:
                 name = string(strings, st_name)
                 if st_info & 0xF == _STT_FUNC and name.startswith(FUNCTION_PREFIX):
                     functions.append(name[len(FUNCTION_PREFIX):].decode())
+                elif (st_info & 0xF == _STT_FUNC and name.startswith(TVM_FFI_PREFIX)
+                      and not name.startswith(TVM_FFI_PREFIX + b"_")):
+                    tvm_ffi.append(name[len(TVM_FFI_PREFIX):].decode())
                 elif st_info & 0xF == _STT_OBJECT and name == ABI_SYMBOL:
                     abi = _abi_record(data, sections, st_shndx, st_value, st_size, what)
         elif kind == _SHT_DYNAMIC:
@@ -107,7 +114,7 @@ def read_elf(data: bytes, what: str) -> ElfFacts:
         libc = "glibc" if glibc or b"libc.so.6" in needed else None
         libc_version = ".".join(map(str, max(glibc))) if glibc else None
     return ElfFacts(MACHINES.get(machine, f"elf-machine-{machine}"), abi, libc, libc_version,
-                    tuple(sorted(functions)))
+                    tuple(sorted(functions)), tuple(sorted(tvm_ffi)))
 
 
 def _abi_record(data: bytes, sections, index: int, address: int, size: int, what: str) -> int:

@@ -1,0 +1,419 @@
+// tvm-ffi functions as tensorplug functions (core/tensorplug/tvm_ffi/__init__.py, docs/migration.md).
+//
+// Compiled at run time by tensorplug.cpp.load_cdll against tensorplug's public C API (c_api.h)
+// and the installed apache-tvm-ffi's headers, linked to both runtimes. Each exported
+// `__tvm_ffi_<name>` function of a library built for tvm-ffi (TVMFFISafeCallType) becomes a
+// tensorplug function (tensorplug.function_from_pointer on an entry of a slot pool) whose entry converts the TPAny arguments to
+// TVMFFIAny values, binds tvm-ffi's environment (allocator, streams) to tensorplug's for the
+// call, calls the function, restores the environment, and converts the result or the raised
+// error back. No core rebuild: everything here goes through the two projects' C ABIs.
+//
+// Arguments, by TPAny tag (the signature chose the tag):
+//   kTPDLTensorPtr (view, mview)  -> kTVMFFIDLTensorPtr: the caller's DLTensor, no copy
+//   kTPTensor (tensor)            -> kTVMFFITensor: TVMFFITensorFromDLPackVersioned takes the
+//                                    moved managed tensor (no copy)
+//   kTPArray (views, mviews)      -> an ffi::Array<ffi::Tensor> of non-owning tensors, valid
+//                                    for the call
+//   kTPIntArray (ints)            -> ffi::Array<int64_t>, or ffi::Shape where the parameter's
+//                                    hint is 's' (tvm-ffi's metadata said ffi.Shape)
+//   kTPRawStr (str)               -> kTVMFFIRawStr (tvm-ffi converts it to ffi::String)
+//   int, float, bool, device, dtype, opaque pointer, None -> the same POD value
+// Results: POD values as they are; ffi::Tensor -> an owning kTPTensor whose deleter releases
+// the tvm-ffi object (TVMFFITensorToDLPackVersioned); strings -> kTPStr; ffi::Shape and
+// arrays (tuples) -> kTPTuple, item by item.
+// Errors: the kind and message of tvm-ffi's raised error become tensorplug's (TPErrorSet), so
+// a kernel's ValueError reaches Python as ValueError.
+#include <tensorplug/c_api.h>
+#include <tvm/ffi/c_api.h>
+#include <tvm/ffi/container/array.h>
+#include <tvm/ffi/container/shape.h>
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/error.h>
+#include <tvm/ffi/extra/c_env_api.h>
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <utility>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace ffi = tvm::ffi;
+
+namespace {
+
+struct Wrapped {
+  TVMFFISafeCallType entry;
+  std::string name;
+  std::string hints;  // one char per parameter: 's' ints as ffi::Shape, '.' as they come
+};
+
+// tvm-ffi's allocator during a call: tensorplug's bound allocator (the caller's framework's,
+// numpy's included, or XLA's lent result buffers inside jax.jit).
+int EnvAlloc(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
+             void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
+  if (TPEnvAllocTensor(prototype, out) == 0) return 0;
+  const char* kind = "RuntimeError";
+  const char* message = "allocation failed";
+  TPErrorGet(&kind, &message);
+  set_error(error_ctx, kind, message);
+  return -1;
+}
+
+// A managed tensor that frees only itself: a caller's view lent to tvm-ffi for the call.
+void FreeViewOnly(DLManagedTensorVersioned* self) { delete self; }
+
+void SetError(const std::string& name, const char* kind, const std::string& message) {
+  TPErrorSet(kind, (name + "(): " + message).c_str());
+}
+
+// The raised tvm-ffi error as tensorplug's error of the same kind.
+void MoveRaisedError() {
+  TVMFFIObjectHandle err = nullptr;
+  TVMFFIErrorMoveFromRaised(&err);
+  if (err == nullptr) {
+    TPErrorSet("RuntimeError", "a tvm-ffi function failed without raising an error");
+    return;
+  }
+  TVMFFIErrorCell* cell = TVMFFIErrorGetCellPtr(err);
+  std::string kind(cell->kind.data, cell->kind.size);
+  std::string message(cell->message.data, cell->message.size);
+  TPErrorSet(kind.c_str(), message.c_str());
+  TVMFFIObjectDecRef(err);
+}
+
+struct Env {
+  DLPackManagedTensorAllocator allocator = nullptr;
+  int nstreams = 0;
+  DLDevice devices[4];
+  TVMFFIStreamHandle streams[4];
+
+  void BindStream(const DLDevice& device) {
+    if (device.device_type == kDLCPU || nstreams == 4) return;
+    for (int i = 0; i < nstreams; ++i) {
+      if (devices[i].device_type == device.device_type && devices[i].device_id == device.device_id) return;
+    }
+    TVMFFIEnvSetStream(device.device_type, device.device_id, TPEnvGetStream(device.device_type, device.device_id),
+                       &streams[nstreams]);
+    devices[nstreams++] = device;
+  }
+  void Restore() {
+    TVMFFIEnvSetDLPackManagedTensorAllocator(allocator, 0, nullptr);
+    for (int i = 0; i < nstreams; ++i) {
+      TVMFFIEnvSetStream(devices[i].device_type, devices[i].device_id, streams[i], nullptr);
+    }
+  }
+};
+
+int ToTP(const Wrapped& w, const TVMFFIAny& value, TPAny* out);
+
+int ItemsToTuple(const Wrapped& w, const TVMFFIAny* items, int64_t size, TPAny* out) {
+  TPTuple* tuple = TPTupleCreate(static_cast<int32_t>(size));
+  if (tuple == nullptr) {
+    TPErrorSet("MemoryError", "out of memory");
+    return -1;
+  }
+  out->type_index = kTPTuple;
+  out->v_tuple = tuple;
+  for (int64_t i = 0; i < size; ++i) {
+    if (ToTP(w, items[i], &tuple->items[i]) != 0) {
+      TPAnyRelease(out);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+// A tvm-ffi value (borrowed) as a TPAny the caller owns.
+int ToTP(const Wrapped& w, const TVMFFIAny& value, TPAny* out) {
+  out->flags = 0;
+  switch (value.type_index) {
+    case kTVMFFINone: out->type_index = kTPNone; return 0;
+    case kTVMFFIInt: out->type_index = kTPInt; out->v_int64 = value.v_int64; return 0;
+    case kTVMFFIBool: out->type_index = kTPBool; out->v_int64 = value.v_int64 != 0; return 0;
+    case kTVMFFIFloat: out->type_index = kTPFloat; out->v_float64 = value.v_float64; return 0;
+    case kTVMFFIOpaquePtr: out->type_index = kTPOpaquePtr; out->v_ptr = value.v_ptr; return 0;
+    case kTVMFFIDataType: out->type_index = kTPDataType; out->v_dtype = value.v_dtype; return 0;
+    case kTVMFFIDevice: out->type_index = kTPDevice; out->v_device = value.v_device; return 0;
+    case kTVMFFISmallStr:
+    case kTVMFFIStr: {
+      const char* data;
+      size_t size;
+      if (value.type_index == kTVMFFISmallStr) {
+        data = value.v_bytes;
+        size = value.small_str_len;
+      } else {
+        const TVMFFIByteArray* bytes = TVMFFIBytesGetByteArrayPtr(value.v_obj);
+        data = bytes->data;
+        size = bytes->size;
+      }
+      TPString* str = TPStringCreate(data, size);
+      if (str == nullptr) {
+        TPErrorSet("MemoryError", "out of memory");
+        return -1;
+      }
+      out->type_index = kTPStr;
+      out->v_str = str;
+      return 0;
+    }
+    case kTVMFFITensor: {
+      DLManagedTensorVersioned* managed = nullptr;
+      if (TVMFFITensorToDLPackVersioned(value.v_obj, &managed) != 0) {
+        MoveRaisedError();
+        return -1;
+      }
+      out->type_index = kTPTensor;
+      out->v_tensor = managed;
+      return 0;
+    }
+    case kTVMFFIShape: {
+      const TVMFFIShapeCell* cell = TVMFFIShapeGetCellPtr(value.v_obj);
+      TPTuple* tuple = TPTupleCreate(static_cast<int32_t>(cell->size));
+      if (tuple == nullptr) {
+        TPErrorSet("MemoryError", "out of memory");
+        return -1;
+      }
+      for (size_t i = 0; i < cell->size; ++i) {
+        tuple->items[i].type_index = kTPInt;
+        tuple->items[i].v_int64 = cell->data[i];
+      }
+      out->type_index = kTPTuple;
+      out->v_tuple = tuple;
+      return 0;
+    }
+    case kTVMFFIArray:
+    case kTVMFFIList: {
+      const TVMFFISeqCell* cell = reinterpret_cast<const TVMFFISeqCell*>(
+          reinterpret_cast<const char*>(value.v_obj) + sizeof(TVMFFIObject));
+      return ItemsToTuple(w, static_cast<const TVMFFIAny*>(cell->data), cell->size, out);
+    }
+    default: {
+      const TVMFFITypeInfo* info = TVMFFIGetTypeInfo(value.type_index);
+      std::string type = info ? std::string(info->type_key.data, info->type_key.size)
+                              : "type index " + std::to_string(value.type_index);
+      SetError(w.name, "TypeError", "returned a " + type + ", which tensorplug cannot pass to Python "
+               "(it takes None, int, float, bool, str, device, dtype, tensors, shapes and arrays of them)");
+      return -1;
+    }
+  }
+}
+
+int CallUnguarded(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
+  const Wrapped& w = *static_cast<const Wrapped*>(self);
+  TVMFFIAny small[8];
+  std::vector<TVMFFIAny> large;
+  TVMFFIAny* targs = small;
+  if (nargs > 8) {
+    large.resize(nargs);
+    targs = large.data();
+  }
+  std::vector<ffi::Any> keep;  // owned temporaries (arrays, shapes, moved-in tensors)
+  Env env;
+  int failed = 0;
+  for (int32_t i = 0; i < nargs; ++i) {
+    const TPAny& a = args[i];
+    TVMFFIAny& t = targs[i];
+    t.zero_padding = 0;
+    t.v_int64 = 0;
+    switch (a.type_index) {
+      case kTPNone: t.type_index = kTVMFFINone; break;
+      case kTPInt: t.type_index = kTVMFFIInt; t.v_int64 = a.v_int64; break;
+      case kTPBool: t.type_index = kTVMFFIBool; t.v_int64 = a.v_int64; break;
+      case kTPFloat: t.type_index = kTVMFFIFloat; t.v_float64 = a.v_float64; break;
+      case kTPDevice: t.type_index = kTVMFFIDevice; t.v_device = a.v_device; break;
+      case kTPDataType: t.type_index = kTVMFFIDataType; t.v_dtype = a.v_dtype; break;
+      case kTPOpaquePtr: t.type_index = kTVMFFIOpaquePtr; t.v_ptr = a.v_ptr; break;
+      case kTPRawStr: t.type_index = kTVMFFIRawStr; t.v_c_str = a.v_c_str; break;
+      case kTPDLTensorPtr:
+        t.type_index = kTVMFFIDLTensorPtr;
+        t.v_ptr = a.v_dltensor;
+        env.BindStream(a.v_dltensor->device);
+        break;
+      case kTPTensor: {
+        if (failed) {  // moved in: ours to release
+          if (a.v_tensor->deleter) a.v_tensor->deleter(a.v_tensor);
+          break;
+        }
+        env.BindStream(a.v_tensor->dl_tensor.device);
+        TVMFFIObjectHandle handle = nullptr;
+        if (TVMFFITensorFromDLPackVersioned(a.v_tensor, 0, 0, &handle) != 0) {
+          if (a.v_tensor->deleter) a.v_tensor->deleter(a.v_tensor);
+          MoveRaisedError();
+          failed = 1;
+          break;
+        }
+        t.type_index = kTVMFFITensor;
+        t.v_obj = static_cast<TVMFFIObject*>(handle);
+        keep.push_back(ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(&t));
+        t.type_index = kTVMFFITensor;
+        t.v_obj = static_cast<TVMFFIObject*>(handle);
+        break;
+      }
+      case kTPIntArray: {
+        if (failed) break;
+        const int64_t* data = a.v_int_array->data;
+        ffi::Any held;
+        if (i < static_cast<int32_t>(w.hints.size()) && w.hints[i] == 's') {
+          held = ffi::Shape(data, data + a.v_int_array->size);
+        } else {
+          held = ffi::Array<int64_t>(data, data + a.v_int_array->size);
+        }
+        keep.push_back(std::move(held));
+        t = ffi::AnyView(keep.back()).CopyToTVMFFIAny();
+        break;
+      }
+      case kTPArray: {
+        if (failed) break;
+        std::vector<ffi::Tensor> items;
+        for (int64_t k = 0; k < a.v_array->size; ++k) {
+          const TPAny& item = a.v_array->items[k];
+          if (item.type_index != kTPDLTensorPtr) {
+            SetError(w.name, "TypeError", "argument " + std::to_string(i + 1) +
+                     ": tvm-ffi functions take lists of tensors only");
+            failed = 1;
+            break;
+          }
+          env.BindStream(item.v_dltensor->device);
+          auto* view = new (std::nothrow) DLManagedTensorVersioned{};
+          TVMFFIObjectHandle handle = nullptr;
+          if (view == nullptr) {
+            TPErrorSet("MemoryError", "out of memory");
+            failed = 1;
+            break;
+          }
+          view->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+          view->dl_tensor = *item.v_dltensor;
+          view->deleter = FreeViewOnly;
+          if (TVMFFITensorFromDLPackVersioned(view, 0, 0, &handle) != 0) {
+            delete view;
+            MoveRaisedError();
+            failed = 1;
+            break;
+          }
+          TVMFFIAny raw;
+          raw.type_index = kTVMFFITensor;
+          raw.zero_padding = 0;
+          raw.v_obj = static_cast<TVMFFIObject*>(handle);
+          items.push_back(ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(&raw).cast<ffi::Tensor>());
+        }
+        if (failed) break;
+        keep.push_back(ffi::Array<ffi::Tensor>(items.begin(), items.end()));
+        t = ffi::AnyView(keep.back()).CopyToTVMFFIAny();
+        break;
+      }
+      default:
+        if (!failed) {
+          SetError(w.name, "TypeError", "argument " + std::to_string(i + 1) + ": tensorplug value kind " +
+                   std::to_string(a.type_index) + " has no tvm-ffi form");
+          failed = 1;
+        }
+    }
+  }
+  if (failed) return -1;
+
+  TVMFFIEnvSetDLPackManagedTensorAllocator(EnvAlloc, 0, &env.allocator);
+  TVMFFIAny ret;
+  ret.type_index = kTVMFFINone;
+  ret.zero_padding = 0;
+  ret.v_int64 = 0;
+  int rc = w.entry(nullptr, targs, nargs, &ret);
+  env.Restore();
+  if (rc != 0) {
+    MoveRaisedError();
+    return -1;
+  }
+  ffi::Any owned = ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(&ret);
+  TVMFFIAny view = ffi::AnyView(owned).CopyToTVMFFIAny();
+  result->flags = 0;
+  return ToTP(w, view, result);
+}
+
+// CallUnguarded, with the C++ exceptions of tvm-ffi's containers (out of memory) as errors.
+int Call(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
+  try {
+    return CallUnguarded(self, args, nargs, result);
+  } catch (const ffi::Error& e) {
+    TPErrorSet(e.kind().c_str(), e.message().c_str());
+  } catch (const std::bad_alloc&) {
+    TPErrorSet("MemoryError", "out of memory");
+  } catch (const std::exception& e) {
+    TPErrorSet("RuntimeError", e.what());
+  }
+  return -1;
+}
+
+// A fixed pool of entry points, one per bound function: function_from_pointer passes its
+// own closure as `self`, so each entry finds its function through its slot instead.
+constexpr int kSlots = 8192;
+Wrapped* g_slots[kSlots];
+std::atomic<int> g_next_slot{0};
+
+template <int I>
+int Trampoline(void*, const TPAny* args, int32_t nargs, TPAny* result) {
+  return Call(g_slots[I], args, nargs, result);
+}
+
+template <int... I>
+constexpr std::array<TPPackedFunc, sizeof...(I)> MakeTrampolines(std::integer_sequence<int, I...>) {
+  return {&Trampoline<I>...};
+}
+
+constexpr std::array<TPPackedFunc, kSlots> kTrampolines = MakeTrampolines(std::make_integer_sequence<int, kSlots>{});
+
+}  // namespace
+
+extern "C" {
+
+// Bind the tvm-ffi function `entry` to the next free slot: returns the address of that
+// slot's TPPackedFunc (for tensorplug.function_from_pointer, which attaches the signature
+// and the name), or 0 with the error recorded when every slot is taken. Slots are never
+// freed: the libraries stay mapped for the life of the process too.
+TP_EXPORT void* TPTvmFfiBind(void* entry, const char* name, const char* hints) {
+  int slot = g_next_slot.fetch_add(1);
+  if (slot >= kSlots) {
+    TPErrorSet("RuntimeError", (std::string("cannot bind tvm-ffi function '") + name + "': a process binds at most " +
+                                std::to_string(kSlots) + " tvm-ffi functions").c_str());
+    return nullptr;
+  }
+  g_slots[slot] = new Wrapped{reinterpret_cast<TVMFFISafeCallType>(entry), name, hints};
+  return reinterpret_cast<void*>(kTrampolines[slot]);
+}
+
+// Call the metadata function `entry` (`__tvm_ffi__metadata_<name>`): its JSON into
+// buf[0:size] (NUL-terminated). Returns the JSON's length (larger than size - 1: call again
+// with a bigger buffer), or -1 with the error recorded for TPErrorGet.
+TP_EXPORT int64_t TPTvmFfiMetadata(void* entry, char* buf, int64_t size) {
+  TVMFFIAny ret;
+  ret.type_index = kTVMFFINone;
+  ret.zero_padding = 0;
+  ret.v_int64 = 0;
+  if (reinterpret_cast<TVMFFISafeCallType>(entry)(nullptr, nullptr, 0, &ret) != 0) {
+    MoveRaisedError();
+    return -1;
+  }
+  ffi::Any owned = ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(&ret);
+  auto text = owned.try_cast<ffi::String>();
+  if (!text.has_value()) {
+    TPErrorSet("TypeError", "the metadata function did not return a string");
+    return -1;
+  }
+  int64_t n = static_cast<int64_t>(text->size());
+  if (n < size) {
+    std::memcpy(buf, text->data(), n);
+    buf[n] = '\0';
+  }
+  return n;
+}
+
+// The tvm-ffi runtime's version (major, minor, patch).
+TP_EXPORT void TPTvmFfiVersion(int32_t* out) {
+  TVMFFIVersion version;
+  TVMFFIGetVersion(&version);
+  out[0] = static_cast<int32_t>(version.major);
+  out[1] = static_cast<int32_t>(version.minor);
+  out[2] = static_cast<int32_t>(version.patch);
+}
+
+}  // extern "C"
