@@ -358,3 +358,38 @@ def test_any_rank_ops_in_jax_jit_and_torch_compile(any_rank):
     torch = pytest.importorskip("torch", reason="torch not installed")
     compiled = torch.compile(lambda x: op(x, x, 0.5), backend="aot_eager", fullgraph=True)
     assert compiled(torch.ones(2, 1, 3)).tolist() == [[[1.5] * 3]] * 2
+
+
+def test_any_rank_arrays_have_ranks_of_their_own(tpn):
+    @tpn.kernel({"x": "float32[...]", "total": "float32[...]"}, writes="total")
+    def sum_into(x, total):
+        s = np.float32(0)
+        for idx in np.ndindex(x.shape):
+            s += x[idx]
+        for idx in np.ndindex(total.shape):
+            total[idx] = s
+
+    total = np.zeros((), np.float32)
+    sum_into(np.ones((2, 3, 4), np.float32), total)
+    assert total == 24
+    torch = pytest.importorskip("torch", reason="torch not installed")
+    totals = torch.zeros(2, 2)
+    sum_into(torch.tensor(5.0), totals)
+    assert totals.tolist() == [[5, 5], [5, 5]]
+    with pytest.raises(ValueError, match=r"^sum_into\(\) argument 2 'total': expected a writable tensor"):
+        sum_into(np.ones(2, np.float32), np.broadcast_to(np.float32(0), (2,)))
+
+
+def test_parameter_names_never_clash_with_the_entrys_own(tpn):
+    # The entry once bound each argument to a local of the parameter's name: a parameter
+    # named 'o' (or 'result', 'managed') was the output's DLTensor words, not the caller's array.
+    @tpn.kernel({"x": "float32[:]", "o": "float32[:]", "result": "float64", "managed": "int64"}, writes="o",
+                returns=tensorplug.like("x"))
+    def clash(x, o, result, managed, out):
+        for i in range(x.shape[0]):
+            out[i] = x[i] + 1
+            o[i] = x[i] * result + managed
+
+    o = np.zeros(3, np.float32)
+    got = clash(np.arange(3, dtype=np.float32), o, 2.0, 10)
+    assert got.tolist() == [1, 2, 3] and o.tolist() == [10, 12, 14]

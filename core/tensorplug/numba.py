@@ -359,10 +359,10 @@ def _generate(name, params, output):
                 f"    {t}_shape = _words({t}[3], {p.ndim})",
                 f"    {t}_strides = _strides({t}, {p.ndim})",
                 f"    {t}_base = numba.carray(_pointer({t}[0] + {t}[5]), (1,), np.{p.dtype})",
-                f"    {p.name} = as_strided({t}_base, shape=({dims}), strides=({byte_strides}))",
+                f"    v{i} = as_strided({t}_base, shape=({dims}), strides=({byte_strides}))",
             ]
             if not p.written:
-                lines.append(f"    {p.name} = _read_only({p.name})")
+                lines.append(f"    v{i} = _read_only(v{i})")
         else:
             kinds = {"int": (_KTP_INT,), "float": (_KTP_FLOAT, _KTP_INT), "bool": (_KTP_BOOL,)}[p.kind]
             condition = " and ".join(f"_k{i} != {k}" for k in kinds)
@@ -374,13 +374,13 @@ def _generate(name, params, output):
                 f"_kind_name(_k{i}))",
             ]
             if p.kind == "float":
-                lines.append(f"    {p.name} = np.{p.dtype}(_float_of(args_address, {i}) if _k{i} == {_KTP_FLOAT} "
+                lines.append(f"    v{i} = np.{p.dtype}(_float_of(args_address, {i}) if _k{i} == {_KTP_FLOAT} "
                              f"else _words(args_address + {16 * i + 8}, 1)[0])")
             elif p.kind == "int":
-                lines.append(f"    {p.name} = np.{p.dtype}(_words(args_address + {16 * i + 8}, 1)[0])")
+                lines.append(f"    v{i} = np.{p.dtype}(_words(args_address + {16 * i + 8}, 1)[0])")
             else:
-                lines.append(f"    {p.name} = _words(args_address + {16 * i + 8}, 1)[0] != 0")
-        call_args.append(p.name)
+                lines.append(f"    v{i} = _words(args_address + {16 * i + 8}, 1)[0] != 0")
+        call_args.append(f"v{i}")  # v<i>, not the parameter's name: no clash with the entry's locals
     if output is not None:
         like_name, dtype = output
         like = next(p for p in params if p.name == like_name)
