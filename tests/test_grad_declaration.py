@@ -179,6 +179,34 @@ def test_grads_must_name_parameters_one_per_result():
                  backward=backward(mod().sin_cos_backward, saves="x", differentiable="x", grads=("dy", "grad_cos")))
 
 
+def test_binding_by_name_is_independent_of_the_order_of_the_parameters():
+    hypothesis = pytest.importorskip("hypothesis", reason="hypothesis not installed")
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from tensorplug.ops import Param
+
+    # scale_by(x, w, alpha) saves x, w, alpha: a backward taking grad, x, w, alpha in any
+    # order, with at most one of them renamed (the one value left binds to it), gets each
+    # value where its name says; two renamed are refused, never guessed.
+    bound = grad_kernels.ops().scale_by.backward
+    kinds = {"grad": "view", "x": "view", "w": "view", "alpha": "float"}
+    source = {"grad": ("grad", 0), "x": ("saved", 0), "w": ("saved", 1), "alpha": ("saved", 2)}
+
+    @settings(max_examples=200, deadline=None)
+    @given(order=st.permutations(list(kinds)), renamed=st.sets(st.sampled_from(list(kinds)), max_size=2))
+    def check(order, renamed):
+        params = tuple(Param(f"{n}_own" if n in renamed else n, kinds[n]) for n in order)
+        if len(renamed) == 2:
+            with pytest.raises(ValueError, match=r"binding them by position would be a guess"):
+                bound._bind("where", "bwd", params)
+            return
+        binding = bound._bind("where", "bwd", params)
+        assert binding == tuple(source[n] for n in order)
+
+    check()
+
+
 # ---- issue 39: layout contracts, declared once ----
 
 def test_contiguous_is_declared_on_the_op_and_the_backward():

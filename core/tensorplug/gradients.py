@@ -324,7 +324,7 @@ class BoundBackward:
     # ------------------------------------------------------------ for the adapters ----
     def arguments(self, grads, saved) -> list[Any]:
         """The backward's positional arguments, from the incoming ``grads`` (one per result)
-        and the ``saved`` values (in the order of ``saves``), each where :attr:`binding` puts
+        and the ``saved`` values (in the order of ``saves``), each where ``binding`` puts
         it (None for an optional parameter that receives nothing)."""
         sources = {"grad": grads, "saved": saved}
         return [None if key is None else sources[key[0]][key[1]] for key in self.binding]
