@@ -84,3 +84,98 @@ def tensorplug_stream_handle(stream):
     place = stream.device
     index = place.gpu_device_id() if hasattr(place, "gpu_device_id") else 0
     return (("cuda", index), stream.stream_base.cuda_stream)
+
+
+# ------------------------------------------------------------------------- ops ----
+# An op called with paddle values: eagerly, the kernel function (the fastest call) unless a
+# gradient may flow through it; otherwise, and for the static values of ``paddle.jit.to_static``
+# (SOT and full_graph), paddle's operator of the op (paddle_static: a custom operator built
+# at run time, whose grad operator runs the declared backward or refuses naming the op).
+
+
+def _make_impl(op, paddle):
+    """The callable the paddle adapter hands ``op`` for paddle tensors and static values.
+
+    Marked for paddle's ``to_static`` as already unified (``paddle.jit.marker.unified``):
+    neither SOT nor the AST transform rewrites it; both call it with the static values
+    (``paddle.pir.Value``) of the program being built, and each call adds one operator."""
+    from paddle.jit.marker import unified
+
+    value_type, tensor_type, grad_enabled = paddle.pir.Value, paddle.Tensor, paddle.is_grad_enabled
+    direct = op._compact_call if op.contiguous else op.function
+
+    def call(*args, **kwargs):
+        traced = wants_grad = False
+        for value in (*args, *kwargs.values()) if kwargs else args:
+            for item in value if type(value) in (list, tuple) else (value,):
+                if isinstance(item, value_type):
+                    traced = True
+                elif isinstance(item, tensor_type) and not item.stop_gradient:
+                    wants_grad = True
+        if not traced and not (wants_grad and grad_enabled()):
+            return direct(*args, **kwargs)  # eager, no gradient: the kernel function
+        from . import paddle_static
+
+        return paddle_static.call(op, args, kwargs)
+
+    call.__name__ = op.opname
+    call.__qualname__ = f"paddle_op_{op.namespace}_{op.opname}"
+    call.__doc__ = op.__doc__
+    return unified(call)
+
+
+_op_impls: dict = {}
+
+
+def _impl(op, paddle):
+    impl = _op_impls.get(op.name)
+    if impl is None:
+        impl = _op_impls[op.name] = _make_impl(op, paddle)
+    return impl
+
+
+@hookimpl
+def tensorplug_op_declared(op):
+    # SOT traces an op's Python __call__, which must find paddle's types resolved: a first
+    # resolve() inside SOT runs the adapter hooks under its simulation and fails.
+    paddle = sys.modules.get("paddle")
+    if paddle is not None:
+        _resolve_paddle_types(op, paddle)
+    else:
+        from .after_import import call_after_import
+
+        call_after_import("paddle", _resolve_all_after_import)
+    return None
+
+
+def _resolve_paddle_types(op, paddle) -> None:
+    for arg_type in (paddle.Tensor, paddle.pir.Value):
+        if arg_type not in op._impls:
+            op.resolve(arg_type)
+    _mark_unified(op, paddle)
+
+
+def _mark_unified(op, paddle) -> None:
+    """Mark the op itself as ``paddle.jit.marker.unified`` marks a function: SOT then calls
+    it as a paddle API, with the static values of the program (it would otherwise run the
+    op's C call on its simulation tensors, and fail), and the AST transform calls it as it
+    is. ``unified`` takes functions only; the attribute it sets is the one set here."""
+    from paddle.jit.dy2static.utils import TransformOptions
+
+    mode = TransformOptions.ToStaticMode.SOT | TransformOptions.ToStaticMode.AST
+    setattr(op, TransformOptions.TRANSFORM_OPTIONS_ATTR_NAME, TransformOptions().with_skip_transform_mode(mode))
+
+
+def _resolve_all_after_import(paddle) -> None:
+    from tensorplug.ops import _ops
+
+    for op in list(_ops.values()):
+        _resolve_paddle_types(op, paddle)
+
+
+@hookimpl
+def tensorplug_op_impl(op, arg_type):
+    paddle = sys.modules.get("paddle")
+    if paddle is None or not (issubclass(arg_type, paddle.Tensor) or issubclass(arg_type, paddle.pir.Value)):
+        return None
+    return _impl(op, paddle)

@@ -1,0 +1,375 @@
+"""paddle's operator for tensorplug ops: a paddle custom operator compiled against the
+installed paddle at run time (``paddle_op.cc``), so that an op is one node of a
+``paddle.jit.to_static`` program (SOT or ``full_graph=True``), of a program saved by
+``paddle.jit.save``, and of paddle's autodiff (its grad operator runs the declared backward).
+
+How a call becomes a node: :func:`call` puts the op's tensors in one list and the rest of
+the call (scalars, where each tensor goes, the kernel's library and name) in a JSON
+attribute, and calls ``_C_ops._run_custom_op("tensorplug_op<n>_<k>", ...)`` (n: its tensors,
+k: the op's results plus its written tensors). paddle asks the operator's infer functions for the
+results' shapes and dtypes, which call back here to evaluate the op's output rule; at run
+time the kernel calls back here with the tensors as DLPack, and the kernel function runs on
+them (its results checked against the rule, naming the op). An op that writes arguments
+runs on copies of the written tensors in the program and the copies are its results (the
+adapter writes them back to the caller's tensors, as ``torch.compile`` functionalizes).
+
+Built with the system C++ compiler against paddle's headers and ``libpaddle.so`` on the
+first traced call of a process (about 35 s; once per paddle version and source:
+:func:`tensorplug.cpp.load_cdll`'s verified cache), loaded by ctypes (verified) and then
+registered with paddle (``load_op_meta_info_and_register_op``), which opens the same file.
+Without a compiler the traced call raises, saying why: a Python call inside a static
+program cannot run, and never runs the kernel on placeholders (docs/decisions.md).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+import sys
+import sysconfig
+import threading
+
+from tensorplug.gradients import no_backward_message
+from tensorplug.shapes import TensorSpec
+
+_log = logging.getLogger("tensorplug")
+
+_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paddle_op.cc")
+_LIBRARY = "tensorplug_paddle_op"
+_INTERFACE = 1
+MAX_RESULTS = 4  # tensorplug_op<n>_<k>: k results (paddle_op.cc)
+MAX_TENSORS = 6  # n tensors
+_MAX_RANK = 16
+
+# paddle's phi::DataType values (paddle/phi/common/data_type.h) as tensorplug dtype names.
+_DTYPES = ("undefined", "bool", "uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float32",
+           "float64", "complex64", "complex128", "pstring", "float16", "bfloat16")
+_DTYPE_CODES = {name: code for code, name in enumerate(_DTYPES)}
+
+_lock = threading.Lock()
+_library: ctypes.CDLL | None = None
+_error: str | None = None
+_callbacks = ()  # the ctypes callbacks, kept alive with the library
+
+_RUN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64,
+                        ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p),
+                        ctypes.c_void_p, ctypes.c_int64)
+_INFER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64,
+                          ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64),
+                          ctypes.POINTER(ctypes.c_int32), ctypes.c_int64, ctypes.POINTER(ctypes.c_int64),
+                          ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int32), ctypes.c_void_p,
+                          ctypes.c_int64)
+
+
+def _paddle():
+    return sys.modules["paddle"]
+
+
+def _build_options(paddle) -> dict:
+    root = os.path.dirname(paddle.__file__)
+    include = os.path.join(root, "include")
+    # paddle's headers (and the Python and pybind11 headers paddle/extension.h includes) as
+    # system headers: the stamp names them by paddle's version and commit instead.
+    cflags = ["-isystem", include, "-isystem", os.path.join(include, "third_party"),
+              "-isystem", sysconfig.get_path("include"), "-DPADDLE_WITH_CUSTOM_KERNEL",
+              "-D_GLIBCXX_USE_CXX11_ABI=1", "-Wno-deprecated-declarations",
+              f"-DTENSORPLUG_PADDLE_VERSION={paddle.__version__}+{getattr(paddle.version, 'commit', '')}"]
+    base = os.path.join(root, "base")
+    ldflags = [f"-L{base}", "-l:libpaddle.so", f"-Wl,-rpath,{base}", f"-Wl,-rpath,{os.path.join(root, 'libs')}"]
+    return {"extra_cflags": cflags, "extra_ldflags": ldflags}
+
+
+def register() -> bool:
+    """Build (or find) ``paddle_op.cc``'s library, load it and register its operators with
+    paddle, once per process; False, with :func:`error` saying why, where it cannot be had.
+    A process that runs a program saved by ``paddle.jit.save`` with tensorplug ops calls it
+    before ``paddle.jit.load`` (docs/compilers.md, "Saved programs")."""
+    global _library, _error, _callbacks
+    with _lock:
+        if _library is not None or _error is not None:
+            return _library is not None
+        from tensorplug import cpp
+
+        from .paddle import import_paddle
+
+        paddle = import_paddle()
+        try:
+            library = cpp.load_cdll(_LIBRARY, [_SOURCE], **_build_options(paddle))
+            set_callbacks = library.tp_paddle_set_callbacks
+        except (cpp.BuildError, OSError, ValueError, AttributeError) as e:  # ValueError: IntegrityError
+            _error = f"the paddle operator of tensorplug ops could not be built or loaded: {e}"
+            _log.warning("tensorplug: %s", _error)
+            return False
+        run, infer = _RUN(_run), _INFER(_infer)
+        set_callbacks.restype = ctypes.c_int
+        set_callbacks.argtypes = [_RUN, _INFER]
+        if set_callbacks(run, infer) != _INTERFACE:
+            _error = "the compiled paddle operator speaks another interface than this tensorplug"
+            return False
+        # paddle opens the file ctypes opened (the same inode: the loader shares the mapping).
+        from paddle.utils.cpp_extension import load_op_meta_info_and_register_op
+
+        load_op_meta_info_and_register_op(library._name)
+        _callbacks = (run, infer)
+        _library = library
+        return True
+
+
+def error() -> str | None:
+    """Why :func:`register` failed (None when it did not, or was not asked)."""
+    return _error
+
+
+# ---------------------------------------------------------------------- the call ----
+def call(op, args, kwargs):
+    """``op`` called on paddle values (static ``Value``s under ``to_static``, or eager
+    tensors) as its paddle operator: one node ``tensorplug_op<n>_<k>``."""
+    if not register():
+        raise RuntimeError(f"{op.name}: called inside a paddle static program, where it must be a paddle operator, "
+                           f"but {_error}")
+    paddle = _paddle()
+    bound = op.bind(args, kwargs)
+    tensors, entries, written = [], [], []
+    for p in op.params:
+        value = bound.get(p.name)
+        if value is None:
+            entries.append(None)
+        elif p.is_tensor:
+            if p.written:
+                written.append(len(tensors))
+            entries.append(["t", len(tensors)])
+            tensors.append(value)
+        elif p.is_tensor_list:
+            entries.append(["l", list(range(len(tensors), len(tensors) + len(value)))])
+            tensors.extend(value)
+        else:
+            entries.append(["v", _scalar(op, p, value)])
+    n_results = op.n_outputs + len(written)
+    if n_results == 0:
+        raise ValueError(f"{op.name}: returns nothing and writes nothing; inside a paddle static program such an op "
+                         "would be pruned as dead code (call it eagerly)")
+    if n_results > MAX_RESULTS:
+        raise ValueError(f"{op.name}: {n_results} results (returned and written) inside a paddle static program; "
+                         f"paddle's tensorplug operator takes at most {MAX_RESULTS}")
+    if not tensors:
+        raise ValueError(f"{op.name}: called with no tensor; paddle's operator needs one")
+    if len(tensors) > MAX_TENSORS:
+        raise ValueError(f"{op.name}: {len(tensors)} tensors inside a paddle static program; paddle's tensorplug "
+                         f"operator takes at most {MAX_TENSORS}")
+    declared = op.backward
+    # Tensors the declaration does not differentiate but that want a gradient: the grad
+    # kernel refuses them by name when a gradient reaches them.
+    needs = [i for i, t in enumerate(tensors) if not getattr(t, "stop_gradient", True)]
+    spec = {"p": entries, "w": written, "g": needs, "k": _kernel_of(op)}
+    outs = paddle._C_ops._run_custom_op(f"tensorplug_op{len(tensors)}_{n_results}", *tensors, op.name,
+                                        json.dumps(spec, separators=(",", ":")))
+    outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    if declared is None and op.n_outputs:
+        pass  # the grad operator refuses, naming the op, when a gradient reaches it
+    results = outs[:op.n_outputs]
+    for i, new in zip(written, outs[op.n_outputs:]):
+        paddle.assign(new, output=tensors[i])  # the caller's tensor gets the written value
+    if op.n_outputs == 0:
+        return outs[op.n_outputs] if len(written) == 1 else tuple(outs[op.n_outputs:])
+    return results[0] if op.result == "tensor" else tuple(results)
+
+
+def _scalar(op, p, value):
+    if isinstance(value, (bool, int, float, str)) or (isinstance(value, (list, tuple))
+                                                      and all(isinstance(v, int) for v in value)):
+        return list(value) if isinstance(value, (list, tuple)) else value
+    if p.kind in ("device", "dtype"):
+        return str(value)
+    raise TypeError(f"{op.name}() argument {p.name!r}: a {p.kind} inside a paddle static program must be a Python "
+                    f"value, got {type(value).__name__}")
+
+
+def _kernel_of(op):
+    """Where the kernel lives, for a process that runs a saved program without declaring the op."""
+    function = op.function
+    module = getattr(function, "__self__", None) or getattr(function, "module", None)
+    path = getattr(module, "path", None)
+    return [path, function.__name__] if isinstance(path, str) else None
+
+
+# ----------------------------------------------------------------- callbacks ----
+def _write_error(buffer, size, error: BaseException) -> None:
+    kind = "V" if isinstance(error, ValueError) else "T" if isinstance(error, TypeError) else "R"
+    text = (kind + (str(error) or type(error).__name__)).encode(errors="replace")[: size - 1]
+    ctypes.memmove(buffer, text + b"\0", len(text) + 1)
+
+
+def _op_of(name: str, spec):
+    from tensorplug import get_op
+
+    op = get_op(name)
+    if op is not None:
+        return op, op.function
+    kernel = spec.get("k")
+    if kernel is None:
+        raise RuntimeError(f"a paddle program calls the tensorplug op {name!r}, which this process does not declare, "
+                           "and the program does not say where its kernel lives: declare the op (tensorplug.op) "
+                           "before running the program")
+    import tensorplug
+
+    return None, tensorplug.load_module(kernel[0])[kernel[1]]
+
+
+def _arguments(spec, tensors):
+    args = []
+    for entry in spec["p"]:
+        if entry is None:
+            args.append(None)
+        elif entry[0] == "t":
+            args.append(tensors[entry[1]])
+        elif entry[0] == "l":
+            args.append([tensors[i] for i in entry[1]])
+        else:
+            args.append(entry[1])
+    return args
+
+
+def _to_paddle(paddle, pointer):
+    if not pointer:
+        return None
+    new_capsule = ctypes.pythonapi.PyCapsule_New
+    new_capsule.restype = ctypes.py_object
+    new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return paddle.utils.dlpack.from_dlpack(new_capsule(pointer, b"dltensor", None))
+
+
+def _from_paddle(tensor) -> int:
+    """A DLManagedTensor for ``tensor`` whose ownership passes to the caller."""
+    capsule = tensor.__dlpack__()
+    get, rename = ctypes.pythonapi.PyCapsule_GetPointer, ctypes.pythonapi.PyCapsule_SetName
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    rename.restype, rename.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
+    pointer = get(capsule, b"dltensor")
+    rename(capsule, b"used_dltensor")  # consumed: the capsule no longer frees it
+    return pointer
+
+
+def _run(grad, name, spec_text, n_in, ins, n_out, outs, error, error_size):
+    try:
+        paddle = _paddle()
+        name, spec = name.decode(), json.loads(spec_text)
+        tensors = [_to_paddle(paddle, ins[i]) for i in range(n_in)]
+        op, function = _op_of(name, spec)
+        with paddle.no_grad():
+            results = _backward(paddle, op, spec, tensors) if grad else _forward(paddle, op, function, spec, tensors)
+        if len(results) != n_out:
+            raise ValueError(f"op '{name}' returned {len(results)} tensor(s) to paddle's operator, which has "
+                             f"{n_out} result(s)")
+        for k, result in enumerate(results):
+            if not result.is_contiguous():
+                result = result.contiguous()
+            outs[k] = _from_paddle(result)
+        return 0
+    except BaseException as e:  # noqa: BLE001 - reported to paddle, which raises it
+        _write_error(error, error_size, e)
+        return 1
+
+
+def _forward(paddle, op, function, spec, tensors):
+    written = spec["w"]
+    for i in written:  # the program's value stays; the kernel writes a copy, the op's result
+        tensors[i] = tensors[i].clone()
+    args = _arguments(spec, tensors)
+    returned = function(*args)
+    returned = () if returned is None else returned if isinstance(returned, tuple) else (returned,)
+    if op is not None and op.n_outputs:
+        declared = op.output_specs(_specs(op, args))
+        op.check_results(tuple(_spec_of(r) for r in returned), declared)
+    return [*returned, *(tensors[i] for i in written)]
+
+
+def _backward(paddle, op, spec, tensors):
+    if op is None:
+        raise RuntimeError("a gradient through a tensorplug op of a loaded program needs the op declared with its "
+                           "backward (tensorplug.op(..., backward=...)) in this process")
+    k = op.n_outputs + len(spec["w"])
+    n_x = len(tensors) - 2 * k
+    x, outs, grads = tensors[:n_x], tensors[n_x:n_x + k], tensors[n_x + k:]
+    declared = op.backward
+    if declared is None:
+        raise RuntimeError(no_backward_message(op))
+    args = _arguments(spec, x)
+    by_param = {p.name: (i, entry) for i, (p, entry) in enumerate(zip(op.params, spec["p"]))}
+    for i in spec["g"]:
+        name = next(p.name for p, entry in zip(op.params, spec["p"])
+                    if entry is not None and (entry[0] == "t" and entry[1] == i or entry[0] == "l" and i in entry[1]))
+        if name not in declared.differentiable:
+            raise RuntimeError(declared.not_differentiable(name))
+    grads = [paddle.zeros_like(outs[j]) if g is None else g for j, g in enumerate(grads[:op.n_outputs])]
+    saved = declared.saved_values(tuple(args), tuple(outs[:op.n_outputs]))
+    result = declared.function(*declared.arguments(grads, saved))
+    result = (result,) if len(declared.differentiable) == 1 else tuple(result)
+    per_x = [None] * n_x
+    for position, (name, grad) in enumerate(zip(declared.differentiable, result)):
+        i, entry = by_param[name]
+        if entry is None:
+            continue
+        expected = x[entry[1]]
+        declared.check_gradient(position, tuple(grad.shape), _dtype(grad.dtype), tuple(expected.shape),
+                                _dtype(expected.dtype))
+        per_x[entry[1]] = grad
+    return [paddle.zeros_like(t) if g is None else g for t, g in zip(x, per_x)]
+
+
+def _dtype(dtype) -> str:
+    return str(dtype).rpartition(".")[2]
+
+
+def _spec_of(value):
+    if not hasattr(value, "shape") or not hasattr(value, "dtype"):
+        return None
+    return TensorSpec(tuple(value.shape), _dtype(value.dtype))
+
+
+def _specs(op, args):
+    bound = {}
+    for p, value in zip(op.params, args):
+        if p.is_tensor and value is not None:
+            bound[p.name] = _spec_of(value)
+        elif p.is_tensor_list and value is not None:
+            bound[p.name] = [_spec_of(v) for v in value]
+        else:
+            bound[p.name] = value
+    return bound
+
+
+def _infer(name, spec_text, n_in, ranks, dims, dtypes, n_out, out_ranks, out_dims, out_dtypes, error, error_size):
+    try:
+        from tensorplug import get_op
+
+        name, spec = name.decode(), json.loads(spec_text)
+        op = get_op(name)
+        inputs, at = [], 0
+        for i in range(n_in):
+            rank = ranks[i]
+            shape = tuple(dims[at + d] for d in range(rank)) if rank >= 0 else ()
+            at += max(rank, 0)
+            inputs.append(TensorSpec(shape, _DTYPES[dtypes[i]]))
+        if op is None:
+            raise RuntimeError(f"paddle asks the shapes of tensorplug op {name!r}, which this process does not "
+                               "declare: declare it (tensorplug.op) before building the program")
+        args = _arguments(spec, inputs)
+        bound = {p.name: value for p, value in zip(op.params, args)}
+        specs = list(op.output_specs(bound)) + [inputs[i] for i in spec["w"]]
+        if len(specs) != n_out:
+            raise ValueError(f"op '{name}': {len(specs)} result(s), paddle's operator has {n_out}")
+        for k, result in enumerate(specs):
+            shape = tuple(int(d) for d in result.shape)
+            if len(shape) > _MAX_RANK:
+                raise ValueError(f"op '{name}': result {k} has rank {len(shape)}; paddle's operator takes at most "
+                                 f"{_MAX_RANK}")
+            out_ranks[k] = len(shape)
+            for d, extent in enumerate(shape):
+                out_dims[k * _MAX_RANK + d] = extent
+            out_dtypes[k] = _DTYPE_CODES[result.dtype]
+        return 0
+    except BaseException as e:  # noqa: BLE001 - reported to paddle, which raises it
+        _write_error(error, error_size, e)
+        return 1
