@@ -34,7 +34,8 @@ PROBE = r"""
 
 static int64_t g_tid = 0, g_allocator = 0;
 
-static int Sentinel(DLTensor*, DLManagedTensorVersioned**, void* ctx, void (*set_error)(void*, const char*, const char*)) {
+static int Sentinel(DLTensor*, DLManagedTensorVersioned**, void* ctx,
+                    void (*set_error)(void*, const char*, const char*)) {
   set_error(ctx, "RuntimeError", "the sentinel allocator was called");
   return -1;
 }

@@ -30,7 +30,7 @@ from hypothesis import strategies as st  # noqa: E402
 from tensorplug import hub  # noqa: E402
 
 NAME = "tp-contract/kern"
-EXAMPLES = int(os.environ.get("TENSORPLUG_HYPOTHESIS_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("TENSORPLUG_HYPOTHESIS_EXAMPLES", "100"))
 BOUNDED = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                    suppress_health_check=[HealthCheck.too_slow])
 
@@ -136,7 +136,9 @@ def _cuda_code_runs(code: str, device: str) -> bool:
     return have[0] == want[0] and have[1] >= want[1]
 
 
-def _runs(b: dict, m: hub.Machine) -> bool:
+def _runs(b: dict, m: hub.Machine, version: str | None = None) -> bool:
+    if version is not None and b["version"] != version:
+        return False
     if b["abi"] != m.abi or b["os"] != m.os or b["arch"] != m.arch:
         return False
     levels = LEVELS[b["arch"]]
@@ -155,7 +157,7 @@ def _runs(b: dict, m: hub.Machine) -> bool:
     if b["rocm"]:
         if m.rocm is None or not m.rocm_devices or _vkey(b["rocm"]) > _vkey(m.rocm):
             return False
-        if not all(d in b["gpu_archs"] for d in m.rocm_devices):
+        if not all(d in [c.split(":")[0] for c in b["gpu_archs"]] for d in m.rocm_devices):
             return False
     return True
 
@@ -166,30 +168,31 @@ def _order(b: dict) -> tuple:
             LEVELS[b["arch"]].index(b["isa"]))
 
 
+def _ranked_below(b: dict, best: dict) -> str | None:
+    """The documented reason a running build ranks below the chosen one, by the first part
+    of the order that differs (None when they rank equal)."""
+    mine, theirs = _order(b), _order(best)
+    if mine[0] != theirs[0]:
+        return f"version {b['version']} < {best['version']}"
+    if mine[1] != theirs[1]:
+        return f"ABI {b['abi']} < {best['abi']}"
+    if mine[2] != theirs[2]:
+        return "no GPU code, the chosen build has some"
+    if mine[3] != theirs[3]:
+        return f"older GPU toolkit ({b['cuda'] or b['rocm']} < {best['cuda'] or best['rocm']})"
+    if mine[4] != theirs[4]:
+        return f"ISA {b['isa']} < {best['isa']}"
+    return None
+
+
 # ------------------------------------------------------------------ generators ----
 VERSIONS = ["1.0.0", "1.2.0", "1.9.0", "1.10.0", "2.0"]
 GLIBCS = ["2.4", "2.17", "2.9", "2.10", "2.35", "2.36"]
 TOOLKITS = ["11.8", "12.0", "12.4", "12.10"]
 SMS = ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"]
-CUDA_CODES = SMS + ["sm_90a", "sm_100a", "compute_80", "compute_90", "compute_120"]
+CUDA_CODES = SMS + ["sm_90a", "sm_100a", "sm_86f", "compute_80", "compute_90", "compute_120"]
 GFX = ["gfx90a", "gfx942", "gfx1100"]
-
-
-@st.composite
-def builds(draw) -> dict:
-    arch = draw(st.sampled_from(["x86_64", "x86_64", "x86_64", "aarch64"]))
-    gpu = draw(st.sampled_from([None, None, "cuda", "rocm"]))
-    fields = dict(version=draw(st.sampled_from(VERSIONS)), abi=draw(st.sampled_from([1, 1, 2])), arch=arch,
-                  isa=draw(st.sampled_from(LEVELS[arch])),
-                  libc=draw(st.sampled_from(["glibc", "glibc", "glibc", "musl", None])))
-    fields["libc_version"] = draw(st.sampled_from(GLIBCS)) if fields["libc"] == "glibc" else None
-    if gpu == "cuda":
-        fields.update(cuda=draw(st.sampled_from(TOOLKITS)),
-                      gpu_archs=draw(st.lists(st.sampled_from(CUDA_CODES), min_size=1, max_size=3, unique=True)))
-    elif gpu == "rocm":
-        fields.update(rocm=draw(st.sampled_from(["6.0", "6.2", "6.10"])),
-                      gpu_archs=draw(st.lists(st.sampled_from(GFX), min_size=1, max_size=2, unique=True)))
-    return _build(**fields)
+ROCMS = ["6.0", "6.2", "6.10"]
 
 
 @st.composite
@@ -197,32 +200,111 @@ def machines(draw) -> hub.Machine:
     arch = draw(st.sampled_from(["x86_64", "x86_64", "aarch64"]))
     libc = draw(st.sampled_from(["glibc", "glibc", "musl"]))
     cuda = draw(st.sampled_from([None, "11.8", "12.4", "12.10", "13.0"]))
-    rocm = draw(st.sampled_from([None, None, "6.2", "6.10"]))
-    return _machine(abi=draw(st.sampled_from([1, 1, 2])), arch=arch, isa=draw(st.sampled_from(LEVELS[arch])),
+    rocm = draw(st.sampled_from([None, "6.2", "6.10"]))
+    n_cuda, n_rocm = draw(st.sampled_from([0, 1, 1])), draw(st.sampled_from([0, 1, 1]))
+    return _machine(abi=draw(st.sampled_from([1, 1, 2])), os=draw(st.sampled_from(["linux", "linux", "freebsd"])),
+                    arch=arch, isa=draw(st.sampled_from(LEVELS[arch])),
                     libc=libc, libc_version=draw(st.sampled_from(GLIBCS)) if libc == "glibc" else None,
-                    cuda=cuda, cuda_devices=tuple(draw(st.lists(st.sampled_from(SMS), max_size=2, unique=True)))
+                    cuda=cuda, cuda_devices=tuple(draw(st.lists(st.sampled_from(SMS), min_size=n_cuda, max_size=2,
+                                                                unique=True)))
                     if cuda else (),
-                    rocm=rocm, rocm_devices=tuple(draw(st.lists(st.sampled_from(GFX), max_size=2, unique=True)))
+                    rocm=rocm, rocm_devices=tuple(draw(st.lists(st.sampled_from(GFX), min_size=n_rocm, max_size=2,
+                                                                unique=True)))
                     if rocm else ())
 
 
+@st.composite
+def builds(draw, m: hub.Machine) -> dict:
+    """A build, mostly one that fits ``m`` but for one or two parts (so that many run and
+    the order decides, and each rule is broken alone)."""
+    near = draw(st.sampled_from([True, True, True, False]))
+    arch = m.arch if near else draw(st.sampled_from(["x86_64", "aarch64"]))
+    levels = LEVELS[arch]
+    fits = levels[:levels.index(m.isa) + 1] if arch == m.arch and m.isa in levels else levels
+    isa = draw(st.sampled_from(fits * 3 + levels + (["x86-64-v5"] if arch == "x86_64" else [])))
+    gpu = draw(st.sampled_from([None, None, "cuda", "rocm"]))
+    fields = dict(version=draw(st.sampled_from(VERSIONS)), abi=m.abi if near else draw(st.sampled_from([1, 2])),
+                  os=m.os if near else draw(st.sampled_from(["linux", "freebsd"])), arch=arch, isa=isa,
+                  libc=m.libc if near else draw(st.sampled_from(["glibc", "musl", None])))
+    if fields["libc"] == "glibc":
+        older = [v for v in GLIBCS if m.libc_version and _vkey(v) <= _vkey(m.libc_version)]
+        fields["libc_version"] = draw(st.sampled_from(older * 2 + GLIBCS if older else GLIBCS))
+    else:
+        fields["libc_version"] = None
+    if gpu == "cuda":
+        toolkits = [t for t in TOOLKITS if m.cuda and _vkey(t) <= _vkey(m.cuda)]
+        codes = list(m.cuda_devices) if near and draw(st.booleans()) else []
+        codes += draw(st.lists(st.sampled_from(CUDA_CODES), min_size=0 if codes else 1, max_size=2))
+        fields.update(cuda=draw(st.sampled_from(toolkits * 2 + TOOLKITS if toolkits else TOOLKITS)),
+                      gpu_archs=list(dict.fromkeys(codes)))
+    elif gpu == "rocm":
+        codes = list(m.rocm_devices) if near and draw(st.booleans()) else []
+        codes += draw(st.lists(st.sampled_from(GFX), min_size=0 if codes else 1, max_size=2))
+        codes = [c + ":xnack+" if draw(st.booleans()) else c for c in dict.fromkeys(codes)]
+        toolkits = [t for t in ROCMS if m.rocm and _vkey(t) <= _vkey(m.rocm)]
+        fields.update(rocm=draw(st.sampled_from(toolkits * 2 + ROCMS if toolkits else ROCMS)), gpu_archs=codes)
+    return _build(**fields)
+
+
 @BOUNDED
-@given(st.lists(builds(), min_size=1, max_size=8), machines())
-def test_the_chosen_build_runs_here_and_no_better_one_does(entries, machine):
-    selection = _select(entries, machine)
+@given(st.data())
+def test_the_chosen_build_runs_here_and_no_better_one_does(data):
+    machine = data.draw(machines(), "machine")
+    entries = data.draw(st.lists(builds(machine), min_size=0, max_size=8), "builds")
+    version = data.draw(st.sampled_from([None, None, None, *VERSIONS]), "version")
+    with tempfile.TemporaryDirectory() as tmp:
+        source = _layout(Path(tmp), entries)
+        selection = hub.select(NAME, version, source=source, machine=machine)
+        table = selection.table()
     by_digest = {e["sha256"]: e for e in entries}
-    running = [e for e in entries if _runs(e, machine)]
+    running = [e for e in entries if _runs(e, machine, version)]
     verdicts = {c.build.sha256: c.verdict for c in selection.candidates}
     assert set(verdicts) == set(by_digest)
     for digest, verdict in verdicts.items():  # every build judged by the documented rules
-        assert (verdict != "rejected") == _runs(by_digest[digest], machine), (by_digest[digest], machine, verdict)
+        assert (verdict != "rejected") == _runs(by_digest[digest], machine, version), \
+            (by_digest[digest], machine, verdict)
+    for c in selection.candidates:
+        if c.verdict == "rejected" and version is not None and c.build.version != version:
+            assert c.why == f"version {c.build.version}, asked for {version}"
+    _check_table(table, selection, source, version)
     if not running:
         assert selection.chosen is None
         return
     chosen = by_digest[selection.chosen.sha256]
     assert _order(chosen) == max(_order(e) for e in running), (chosen, running)
-    # the others that run follow, best first; then the rejected ones
+    # the others that run follow, best first, each saying why it ranks below; then the rejected ones
     keys = [_order(by_digest[c.build.sha256]) for c in selection.candidates if c.verdict != "rejected"]
     assert keys == sorted(keys, reverse=True)
     assert [c.verdict for c in selection.candidates] == \
         ["chosen"] + ["runs"] * (len(running) - 1) + ["rejected"] * (len(entries) - len(running))
+    assert selection.candidates[0].why == ("the only build that runs here" if len(running) == 1
+                                           else "the best build that runs here")
+    for c in selection.candidates[1:len(running)]:
+        reason = _ranked_below(by_digest[c.build.sha256], chosen)
+        if reason is not None:
+            assert c.why == f"ranked below: {reason}"
+
+
+def _check_table(table: str, selection, source: Path, version) -> None:
+    """The table (docs/hub.md): a head naming the request, the sources and the machine, then
+    one row per candidate in order, each ending with its verdict and reason."""
+    lines = table.splitlines()
+    request = f"version {version}" if version else "newest version"
+    assert lines[0] == f"{NAME} ({request}) from {source}"
+    assert lines[1] == f"this machine: {selection.machine.describe()}"
+    if not selection.candidates:
+        assert lines[2:] == ["no builds of this library in these sources"]
+        return
+    assert lines[2].split() == ["version", "abi", "platform", "libc", "isa", "gpu", "sha256", "verdict"]
+    assert set(lines[3]) <= {"-", " "}
+    assert len(lines) == 4 + len(selection.candidates)
+    for line, c in zip(lines[4:], selection.candidates):
+        b = c.build
+        libc = f"{b.libc} {b.libc_version or ''}".strip() if b.libc else "-"
+        gpu = (f"cuda {b.cuda}" if b.cuda else f"rocm {b.rocm}" if b.rocm else "-") + \
+            (f" {','.join(b.gpu_archs)}" if b.gpu_archs else "")
+        cells = [b.version, str(b.abi), f"{b.os} {b.arch}", libc, b.isa, gpu, b.sha256[:12]]
+        assert line.split()[:2] == cells[:2] and line.endswith(f"{c.verdict}: {c.why}"), line
+        for cell in cells:
+            assert f" {cell} " in f" {line} ", (cell, line)
+        assert b.sha256[:12] in line and b.sha256[:13] not in line
