@@ -404,12 +404,4 @@ MUTATIONS = [
              "    TPEnvUnlend(call);\n", "",
              ("tests/test_env_restore_native.py", "-k", "xla"),
              "XLA's handler leaves the call's lent results bound as the thread's allocator"),
-    Mutation("torch-native-allocator-not-restored", "csrc/python/torch_native.cc",
-             "    TPEnvSetAllocator(saved_allocator);\n  }", "  }",
-             ("tests/test_env_restore_native.py", "-k", "torch"),
-             "torch's native kernel leaves torch's allocator bound on the calling thread"),
-    Mutation("xla-handler-lend-not-undone", "csrc/python/xla_ffi.cc",
-             "    TPEnvUnlend(call);\n", "",
-             ("tests/test_env_restore_native.py", "-k", "xla"),
-             "XLA's handler leaves the call's lent results bound as the thread's allocator"),
 ]
