@@ -1,11 +1,13 @@
-"""examples/fused_kernels ships as one wheel: built with pip + scikit-build-core (CMake
-builds the AVX-512, AVX2 and generic variants and embeds them in libfused_kernels.so),
-installed into a fresh venv that sees only tensorplug, numpy and torch (and torch's own
-requirements), and called there. Everything lives in tmp dirs."""
+"""examples/fused_kernels ships as one wheel: built and installed by the command of
+docs/fused_kernels.md (pip + scikit-build-core; CMake builds the AVX-512, AVX2 and generic
+variants and embeds them in libfused_kernels.so) into a fresh venv that sees only tensorplug,
+numpy, torch and the build tools (and their requirements), with no package index, and called
+there. Everything lives in tmp dirs."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import re
 import shutil
 import subprocess
@@ -32,7 +34,11 @@ def _requirements(name: str, seen: set[str]) -> None:
     if key in seen:
         return
     seen.add(key)
-    for req in importlib.metadata.requires(name) or ():
+    try:
+        requires = importlib.metadata.requires(name) or ()
+    except importlib.metadata.PackageNotFoundError:  # a requirement for another Python (a marker)
+        return
+    for req in requires:
         if ";" in req and "extra" in req.split(";", 1)[1]:
             continue
         _requirements(re.match(r"[A-Za-z0-9_.\-]+", req).group(0), seen)
@@ -55,27 +61,32 @@ def _link_distributions(names: set[str], site: Path) -> None:
 def test_wheel_builds_installs_and_runs_with_numpy_and_torch_only(tmp_path):
     pytest.importorskip("scikit_build_core", reason="scikit-build-core not installed")
     pytest.importorskip("torch", reason="torch not installed")
-    shutil.copytree(EXAMPLE, tmp_path / "fused_kernels",
-                    ignore=shutil.ignore_patterns("build", "dist", "*.so", "__pycache__"))
-    _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(tmp_path / "dist"),
-          str(tmp_path / "fused_kernels")])
-    (wheel,) = (tmp_path / "dist").glob("*.whl")
-    assert re.fullmatch(r"fused_kernels-0\.1\.0-py3-none-linux_x86_64\.whl", wheel.name), wheel.name
-    with zipfile.ZipFile(wheel) as zf:
-        names = set(zf.namelist())
-    assert "fused_kernels/libfused_kernels.so" in names and "fused_kernels/torch_block.py" in names
-    assert not any("avx2" in n or "libtensorplug" in n for n in names), names  # variants are embedded
+    # The install command of docs/fused_kernels.md as written, run where a copy of the example
+    # sits at its path in the checkout, by the pip of a fresh venv that sees tensorplug, numpy,
+    # torch and the build tools only, with no package index (tests/test_docs_commands.py).
+    from test_docs_commands import doc_commands
 
+    command = next(c for c, page in doc_commands().items() if page == "fused_kernels.md" and c.startswith("pip"))
+    shutil.copytree(EXAMPLE, tmp_path / "examples" / "fused_kernels",
+                    ignore=shutil.ignore_patterns("build", "dist", "*.so", "__pycache__"))
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = venv / "bin" / "python"
     site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('platlib'))"]).stdout.strip())
     wanted: set[str] = set()
-    for name in ("tensorplug", "numpy", "torch"):
+    for name in ("tensorplug", "numpy", "torch", "pip", "scikit-build-core", "cmake", "ninja"):
         _requirements(name, wanted)
     _link_distributions(wanted, site)
     # (an editable tensorplug's .pth and finder are among its distribution's files: linked above)
-    _run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)])
+    words = command.split()
+    assert words[:2] == ["pip", "install"], command
+    _run([str(python), "-m", "pip", *words[1:]], cwd=tmp_path, env={**os.environ, "PIP_NO_INDEX": "1"})
+    installed = site / "fused_kernels"
+    names = {p.name for p in installed.iterdir()}
+    assert "libfused_kernels.so" in names and "torch_block.py" in names
+    assert not any("avx2" in n or "libtensorplug" in n for n in names), names  # variants are embedded
+    [dist_info] = site.glob("fused_kernels-0.1.0.dist-info")
+    assert "Tag: py3-none-linux_x86_64" in (dist_info / "WHEEL").read_text()
 
     script = textwrap.dedent("""
         import importlib.util, json
