@@ -163,6 +163,11 @@ def call(op, args, kwargs):
     # kernel refuses them by name when a gradient reaches them.
     needs = [i for i, t in enumerate(tensors) if not getattr(t, "stop_gradient", True)]
     spec = {"p": entries, "w": written, "g": needs, "k": _kernel_of(op)}
+    # The results as the output rule gives them for this program (-1: a dimension paddle
+    # leaves dynamic): what a process running the saved program without the declaration
+    # gives paddle as shapes, and checks the kernel's results against.
+    specs = op.output_specs(_specs(op, _arguments(spec, [_value_spec(t) for t in tensors])))
+    spec["o"] = [[[_dim(d) for d in r.shape], r.dtype] for r in specs]
     outs = paddle._C_ops._run_custom_op(f"tensorplug_op{len(tensors)}_{n_results}", *tensors, op.name,
                                         json.dumps(spec, separators=(",", ":")))
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
@@ -186,12 +191,28 @@ def _scalar(op, p, value):
                     f"value, got {type(value).__name__}")
 
 
+_kernels: dict = {}
+
+
 def _kernel_of(op):
-    """Where the kernel lives, for a process that runs a saved program without declaring the op."""
-    function = op.function
-    module = getattr(function, "__self__", None) or getattr(function, "module", None)
-    path = getattr(module, "path", None)
-    return [path, function.__name__] if isinstance(path, str) else None
+    """Where the kernel lives (its library's path and its name), for a process that runs a
+    saved program without declaring the op; None when no loaded library holds it. A kernel
+    function does not name its library, so the library is found once per op among the
+    objects that refer to the function (a Module's namespace)."""
+    if op.name not in _kernels:
+        import gc
+
+        import tensorplug
+
+        found = None
+        for holder in gc.get_referrers(op.function):
+            if isinstance(holder, dict):
+                found = next((m.path for m in gc.get_referrers(holder)
+                              if isinstance(m, tensorplug.Module) and m.__dict__ is holder), None)
+                if found is not None:
+                    break
+        _kernels[op.name] = None if found is None else [found, op.function.__name__]
+    return _kernels[op.name]
 
 
 # ----------------------------------------------------------------- callbacks ----
@@ -212,9 +233,25 @@ def _op_of(name: str, spec):
         raise RuntimeError(f"a paddle program calls the tensorplug op {name!r}, which this process does not declare, "
                            "and the program does not say where its kernel lives: declare the op (tensorplug.op) "
                            "before running the program")
+    path, function = kernel
+    if not _loaded(path):
+        raise RuntimeError(f"a paddle program calls the tensorplug op {name!r}, whose kernel {function!r} lives in "
+                           f"{path!r}, which this process has not loaded: load it first "
+                           f"(tensorplug.load_module({path!r})), or declare the op; a program file does not load "
+                           "libraries by itself")
     import tensorplug
 
-    return None, tensorplug.load_module(kernel[0])[kernel[1]]
+    return None, tensorplug.load_module(path)[function]  # loaded already: the same mapping again
+
+
+def _loaded(path: str) -> bool:
+    """Whether the library at ``path`` is mapped into this process (its kernel library was loaded)."""
+    try:
+        real = os.path.realpath(path)
+        with open("/proc/self/maps") as maps:
+            return any(line.rstrip("\n").endswith(" " + real) for line in maps)
+    except OSError:
+        return False
 
 
 def _arguments(spec, tensors):
@@ -257,6 +294,7 @@ def _run(grad, name, spec_text, n_in, ins, n_out, outs, error, error_size):
         name, spec = name.decode(), json.loads(spec_text)
         tensors = [_to_paddle(paddle, ins[i]) for i in range(n_in)]
         op, function = _op_of(name, spec)
+        spec["name"] = name
         with paddle.no_grad():
             results = _backward(paddle, op, spec, tensors) if grad else _forward(paddle, op, function, spec, tensors)
         if len(results) != n_out:
@@ -282,6 +320,15 @@ def _forward(paddle, op, function, spec, tensors):
     if op is not None and op.n_outputs:
         declared = op.output_specs(_specs(op, args))
         op.check_results(tuple(_spec_of(r) for r in returned), declared)
+    elif op is None:  # the rule's results recorded in the saved program: dtypes, and the static extents
+        recorded = spec["o"]
+        got = [_spec_of(r) for r in returned]
+        if len(got) != len(recorded) or any(
+                g is None or g.dtype != dtype or len(g.shape) != len(shape)
+                or any(want >= 0 and want != have for want, have in zip(shape, g.shape))
+                for g, (shape, dtype) in zip(got, recorded)):
+            raise ValueError(f"op '{spec.get('name', '?')}' returned {', '.join(map(str, got))}, but the program "
+                             f"records its output rule's results as {recorded}")
     return [*returned, *(tensors[i] for i in written)]
 
 
@@ -318,6 +365,31 @@ def _backward(paddle, op, spec, tensors):
     return [paddle.zeros_like(t) if g is None else g for t, g in zip(x, per_x)]
 
 
+class _Dynamic:
+    """A dimension paddle leaves dynamic (-1) as an output rule sees it: arithmetic on it
+    stays dynamic, and a rule's check for negative extents does not mistake it for one."""
+
+    def _same(self, *_):
+        return self
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __rfloordiv__ = _same
+    __mod__ = __rmod__ = __neg__ = __truediv__ = __rtruediv__ = _same
+
+    def __repr__(self) -> str:
+        return "?"
+
+
+DYNAMIC = _Dynamic()
+
+
+def _dim(extent) -> int:
+    return -1 if not isinstance(extent, int) or extent < 0 else int(extent)
+
+
+def _value_spec(value) -> TensorSpec:
+    return TensorSpec(tuple(DYNAMIC if d < 0 else d for d in value.shape), _dtype(value.dtype))
+
+
 def _dtype(dtype) -> str:
     return str(dtype).rpartition(".")[2]
 
@@ -349,19 +421,18 @@ def _infer(name, spec_text, n_in, ranks, dims, dtypes, n_out, out_ranks, out_dim
         inputs, at = [], 0
         for i in range(n_in):
             rank = ranks[i]
-            shape = tuple(dims[at + d] for d in range(rank)) if rank >= 0 else ()
+            shape = tuple(DYNAMIC if dims[at + d] < 0 else dims[at + d] for d in range(rank)) if rank >= 0 else ()
             at += max(rank, 0)
             inputs.append(TensorSpec(shape, _DTYPES[dtypes[i]]))
-        if op is None:
-            raise RuntimeError(f"paddle asks the shapes of tensorplug op {name!r}, which this process does not "
-                               "declare: declare it (tensorplug.op) before building the program")
-        args = _arguments(spec, inputs)
-        bound = {p.name: value for p, value in zip(op.params, args)}
-        specs = list(op.output_specs(bound)) + [inputs[i] for i in spec["w"]]
+        if op is not None:
+            specs = list(op.output_specs(_specs(op, _arguments(spec, inputs))))
+        else:  # a saved program run without the declaration: the rule's results recorded in it
+            specs = [TensorSpec(tuple(shape), dtype) for shape, dtype in spec["o"]]
+        specs += [inputs[i] for i in spec["w"]]
         if len(specs) != n_out:
             raise ValueError(f"op '{name}': {len(specs)} result(s), paddle's operator has {n_out}")
         for k, result in enumerate(specs):
-            shape = tuple(int(d) for d in result.shape)
+            shape = tuple(_dim(d) for d in result.shape)
             if len(shape) > _MAX_RANK:
                 raise ValueError(f"op '{name}': result {k} has rank {len(shape)}; paddle's operator takes at most "
                                  f"{_MAX_RANK}")
