@@ -108,3 +108,17 @@ def test_paddle_non_compact_is_refused_naming_the_argument(ops):
                                          r"strides \(1, 3\)"):
         ops.strict_cube(x)
     np.testing.assert_allclose(ops.strict_cube(x.contiguous()).numpy(), x.numpy() ** 3, rtol=1e-6)
+
+
+def test_a_scalar_first_still_lets_a_torch_tensor_decide(ops):
+    # The layout check of an op without a framework's operator is resolved for tensor types
+    # only: a scalar first argument (here a keyword) leaves the call to the torch tensor
+    # after it, whose operator copies; resolved for float, the check would refuse x.
+    torch = pytest.importorskip("torch")
+    import tensorplug
+
+    op = tensorplug.get_op("tplayout::scale_by") or tensorplug.op(
+        "tplayout::scale_by", ops.module.scale_by, returns=tensorplug.like("x"), contiguous=("x", "w"))
+    x = torch.arange(6.0).reshape(2, 3).t()
+    assert op.resolve(float) is None
+    np.testing.assert_allclose(op(alpha=2.0, x=x, w=torch.ones(3, 2)).numpy(), 2 * x.numpy())

@@ -205,8 +205,10 @@ class Op(_core.OpCall):
         if impl is not None and not callable(impl):
             raise TypeError(f"tensorplug_op_impl returned {impl!r} for {self.name} and {arg_type.__qualname__}: "
                             "expected a callable or None")
-        if impl is None and self.contiguous:
-            impl = self._compact_call  # the kernel function, its layout contract checked
+        if impl is None and self.contiguous and hasattr(arg_type, "__dlpack__"):
+            # A tensor no framework's operator claims: the kernel function, its layout
+            # contract checked. Not for scalars (a later argument may still be a torch tensor).
+            impl = self._compact_call
         self._impls[arg_type] = impl
         self._traced = tuple(self._impls.items())
         return impl
