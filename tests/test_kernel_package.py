@@ -57,7 +57,7 @@ def built(tmp_path_factory, request):
     pip, wheel_word, *options = build_command()
     assert (pip, wheel_word) == ("pip", "wheel")
     _say(request, "test_kernel_package: building examples/kernel_package's wheel with the command of "
-                  "docs/shipping.md (CMake and the C++ compiler, about 50 s) ...")
+                  "docs/shipping.md (CMake and the C++ compiler, a few seconds) ...")
     _run([sys.executable, "-m", "pip", "wheel", *options], cwd=tmp)
     (wheel,) = (tmp / "dist").glob("*.whl")
 
