@@ -31,6 +31,7 @@
 #include <tvm/ffi/error.h>
 #include <tvm/ffi/extra/c_env_api.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
@@ -51,15 +52,71 @@ struct Wrapped {
 };
 
 // tvm-ffi's allocator during a call: tensorplug's bound allocator (the caller's framework's,
-// numpy's included, or XLA's lent result buffers inside jax.jit).
+// numpy's included, or XLA's lent result buffers inside jax.jit). tvm-ffi wraps what it gets
+// in its own tensor object, and hands back, for a result, a new managed tensor of its own
+// (TVMFFITensorToDLPackVersioned), which is not the one the caller's framework made: torch's
+// native kernel and XLA's handler take their own tensors back by identity. So tvm-ffi gets a
+// proxy of each allocation; a result tensor that is one of this call's proxies, held by no one
+// but the result, is handed back as the framework's own tensor (the proxy, "claimed", then
+// frees only itself when tvm-ffi drops it).
+struct Proxy {
+  DLManagedTensorVersioned managed;  // first: tvm-ffi's deleter gets &managed
+  DLManagedTensorVersioned* allocated;
+  bool claimed;
+};
+thread_local std::vector<Proxy*> t_proxies;  // this thread's live proxies of the current call
+
+void DeleteProxy(DLManagedTensorVersioned* self) {
+  auto* proxy = reinterpret_cast<Proxy*>(self);
+  for (auto it = t_proxies.begin(); it != t_proxies.end(); ++it) {
+    if (*it == proxy) {
+      t_proxies.erase(it);
+      break;
+    }
+  }
+  if (!proxy->claimed && proxy->allocated->deleter) proxy->allocated->deleter(proxy->allocated);
+  delete proxy;
+}
+
 int EnvAlloc(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
              void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
-  if (TPEnvAllocTensor(prototype, out) == 0) return 0;
-  const char* kind = "RuntimeError";
-  const char* message = "allocation failed";
-  TPErrorGet(&kind, &message);
-  set_error(error_ctx, kind, message);
-  return -1;
+  DLManagedTensorVersioned* allocated = nullptr;
+  if (TPEnvAllocTensor(prototype, &allocated) != 0) {
+    const char* kind = "RuntimeError";
+    const char* message = "allocation failed";
+    TPErrorGet(&kind, &message);
+    set_error(error_ctx, kind, message);
+    return -1;
+  }
+  auto* proxy = new (std::nothrow) Proxy{};
+  if (proxy == nullptr) {
+    if (allocated->deleter) allocated->deleter(allocated);
+    set_error(error_ctx, "MemoryError", "out of memory");
+    return -1;
+  }
+  proxy->managed = *allocated;
+  proxy->managed.manager_ctx = proxy;
+  proxy->managed.deleter = DeleteProxy;
+  proxy->allocated = allocated;
+  t_proxies.push_back(proxy);
+  *out = &proxy->managed;
+  return 0;
+}
+
+// The caller's framework's own tensor for the tvm-ffi tensor `obj`, when it is this call's
+// allocation and nothing else holds it; else nullptr.
+DLManagedTensorVersioned* ClaimAllocation(TVMFFIObject* obj, bool sole) {
+  if (!sole || (obj->combined_ref_count & 0xFFFFFFFFu) != 1) return nullptr;
+  const DLTensor* t = TVMFFITensorGetDLTensorPtr(obj);
+  for (Proxy* proxy : t_proxies) {
+    const DLTensor& a = proxy->managed.dl_tensor;
+    if (!proxy->claimed && a.data == t->data && a.byte_offset == t->byte_offset && a.ndim == t->ndim &&
+        std::equal(a.shape, a.shape + a.ndim, t->shape)) {
+      proxy->claimed = true;
+      return proxy->allocated;
+    }
+  }
+  return nullptr;
 }
 
 // A managed tensor that frees only itself: a caller's view lent to tvm-ffi for the call.
@@ -107,9 +164,9 @@ struct Env {
   }
 };
 
-int ToTP(const Wrapped& w, const TVMFFIAny& value, TPAny* out);
+int ToTP(const Wrapped& w, const TVMFFIAny& value, bool sole, TPAny* out);
 
-int ItemsToTuple(const Wrapped& w, const TVMFFIAny* items, int64_t size, TPAny* out) {
+int ItemsToTuple(const Wrapped& w, const TVMFFIAny* items, int64_t size, bool sole, TPAny* out) {
   TPTuple* tuple = TPTupleCreate(static_cast<int32_t>(size));
   if (tuple == nullptr) {
     TPErrorSet("MemoryError", "out of memory");
@@ -118,7 +175,7 @@ int ItemsToTuple(const Wrapped& w, const TVMFFIAny* items, int64_t size, TPAny* 
   out->type_index = kTPTuple;
   out->v_tuple = tuple;
   for (int64_t i = 0; i < size; ++i) {
-    if (ToTP(w, items[i], &tuple->items[i]) != 0) {
+    if (ToTP(w, items[i], sole, &tuple->items[i]) != 0) {
       TPAnyRelease(out);
       return -1;
     }
@@ -126,8 +183,9 @@ int ItemsToTuple(const Wrapped& w, const TVMFFIAny* items, int64_t size, TPAny* 
   return 0;
 }
 
-// A tvm-ffi value (borrowed) as a TPAny the caller owns.
-int ToTP(const Wrapped& w, const TVMFFIAny& value, TPAny* out) {
+// A tvm-ffi value (borrowed) as a TPAny the caller owns; `sole`: the result holds the only
+// reference to the value's container.
+int ToTP(const Wrapped& w, const TVMFFIAny& value, bool sole, TPAny* out) {
   out->flags = 0;
   switch (value.type_index) {
     case kTVMFFINone: out->type_index = kTPNone; return 0;
@@ -159,7 +217,12 @@ int ToTP(const Wrapped& w, const TVMFFIAny& value, TPAny* out) {
       return 0;
     }
     case kTVMFFITensor: {
-      DLManagedTensorVersioned* managed = nullptr;
+      DLManagedTensorVersioned* managed = ClaimAllocation(value.v_obj, sole);
+      if (managed != nullptr) {
+        out->type_index = kTPTensor;
+        out->v_tensor = managed;
+        return 0;
+      }
       if (TVMFFITensorToDLPackVersioned(value.v_obj, &managed) != 0) {
         MoveRaisedError();
         return -1;
@@ -187,7 +250,8 @@ int ToTP(const Wrapped& w, const TVMFFIAny& value, TPAny* out) {
     case kTVMFFIList: {
       const TVMFFISeqCell* cell = reinterpret_cast<const TVMFFISeqCell*>(
           reinterpret_cast<const char*>(value.v_obj) + sizeof(TVMFFIObject));
-      return ItemsToTuple(w, static_cast<const TVMFFIAny*>(cell->data), cell->size, out);
+      return ItemsToTuple(w, static_cast<const TVMFFIAny*>(cell->data), cell->size,
+                          sole && (value.v_obj->combined_ref_count & 0xFFFFFFFFu) == 1, out);
     }
     default: {
       const TVMFFITypeInfo* info = TVMFFIGetTypeInfo(value.type_index);
@@ -313,6 +377,7 @@ int CallUnguarded(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
   }
   if (failed) return -1;
 
+  const size_t first_proxy = t_proxies.size();  // calls nest (a kernel calling a kernel)
   TVMFFIEnvSetDLPackManagedTensorAllocator(EnvAlloc, 0, &env.allocator);
   TVMFFIAny ret;
   ret.type_index = kTVMFFINone;
@@ -322,12 +387,16 @@ int CallUnguarded(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
   env.Restore();
   if (rc != 0) {
     MoveRaisedError();
+    t_proxies.resize(first_proxy);  // a failed call's allocations are tvm-ffi's to free
     return -1;
   }
   ffi::Any owned = ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(&ret);
   TVMFFIAny view = ffi::AnyView(owned).CopyToTVMFFIAny();
   result->flags = 0;
-  return ToTP(w, view, result);
+  int status = ToTP(w, view, true, result);
+  owned = ffi::Any();  // drops tvm-ffi's references: unclaimed allocations go with them
+  t_proxies.resize(first_proxy);
+  return status;
 }
 
 // CallUnguarded, with the C++ exceptions of tvm-ffi's containers (out of memory) as errors.
