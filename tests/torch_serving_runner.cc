@@ -6,12 +6,14 @@
 //
 //   torch_serving_runner register|run <package.pt2> [library_dir]
 // Prints "registered <n>", then (run) "values <v0> <v1> ...", and "libpython: none" at the
-// end; a c10::Error is printed as "c10::Error: <message>" with exit status 3.
+// end; a c10::Error is printed as "c10::Error: <message>", another exception as
+// "std::exception: <message>", with exit status 3.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -49,6 +51,9 @@ int main(int argc, char** argv) {
     }
   } catch (const c10::Error& e) {
     std::printf("c10::Error: %s\n", e.what_without_backtrace());
+    return 3;
+  } catch (const std::exception& e) {  // AOTInductor's runner rethrows a kernel's error as std::runtime_error
+    std::printf("std::exception: %s\n", e.what());
     return 3;
   }
   std::printf("libpython: %s\n", LibpythonMapped() ? "mapped" : "none");

@@ -1,0 +1,208 @@
+"""tensorplug ops in a C++ process without Python (issue 44): an AOTInductor package whose
+model calls an allocating and a destination-passing tensorplug op runs in a C++ runner
+(tests/torch_serving_runner.cc) built against the installed libtorch, with the ops
+registered by the registration library (plugins/tensorplug_adapters/torch_serving.cc);
+bad deployments fail with a c10::Error naming the op and the library, no crash.
+
+The builds are slow on a small machine (the package about 60 s, the runner about 40 s, the
+registration library about 40 s once per torch version, then cached): each is made once per
+test session by the module fixtures.
+"""
+
+import os
+import shutil
+import json
+import subprocess
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import op_kernels  # noqa: E402  (tests/op_kernels.py)
+
+import tensorplug  # noqa: E402
+from tensorplug import cpp  # noqa: E402
+from tensorplug_adapters import torch_aoti, torch_serving  # noqa: E402
+
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
+RUNNER = TESTS / "torch_serving_runner.cc"
+ADD_ONE = ROOT / "examples" / "c_kernel" / "add_one.c"
+
+pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "c++")) is None,
+                                reason="no C++ compiler ($CXX or c++): the registration library and the runner "
+                                       "are compiled against libtorch")
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory):
+    """The C++ runner, linked against libtorch and the registration library (no libpython)."""
+    library = torch_serving.build(torch)
+    root = os.path.dirname(torch.__file__)
+    out = tmp_path_factory.mktemp("runner") / "torch_serving_runner"
+    cmd = [os.environ.get("CXX", "c++"), "-std=c++17", "-O0", "-isystem", os.path.join(root, "include"),
+           "-isystem", os.path.join(root, "include", "torch", "csrc", "api", "include"),
+           f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}", f"-I{torch_serving.include_dir()}",
+           str(RUNNER), "-o", str(out), library, f"-L{os.path.join(root, 'lib')}", "-ltorch", "-ltorch_cpu", "-lc10",
+           f"-Wl,-rpath,{os.path.join(root, 'lib')}"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def _run(runner, *args):
+    # A bare environment: nothing of this Python process (PYTHONPATH, LD_PRELOAD) reaches it.
+    done = subprocess.run([str(runner), *map(str, args)], capture_output=True, text=True, timeout=300,
+                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    return done.returncode, done.stdout + done.stderr
+
+
+class _Model(torch.nn.Module):
+    def __init__(self, ops):
+        super().__init__()
+        self.ops = ops
+
+    def forward(self, x):
+        y = self.ops.scale(x, 2.0, None)          # allocating: like("x")
+        out = torch.empty_like(y)
+        self.ops.axpy(y, x, out, 0.5)             # destination passing: writes out
+        return self.ops.row_sum(out) + 1          # allocating: Output(shape=("x.shape[0]",), dtype="x")
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory):
+    """A package calling three tensorplug ops (one writing its argument), with and without
+    the record, and the eager model's values."""
+    module = op_kernels.ops().module
+    ops = SimpleNamespace(
+        scale=tensorplug.op("tpserve::scale", module.scale, returns=tensorplug.like("x")),
+        axpy=tensorplug.op("tpserve::axpy", module.axpy),
+        row_sum=tensorplug.op("tpserve::row_sum", module.row_sum,
+                              returns=tensorplug.Output(shape=("x.shape[0]",), dtype="x")),
+    )
+    model, x = _Model(ops), torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    root = tmp_path_factory.mktemp("package")
+    bare = str(root / "bare.pt2")
+    torch._inductor.aoti_compile_and_package(torch.export.export(model, (x,)), package_path=bare)
+    path = str(root / "model.pt2")
+    shutil.copy(bare, path)
+    torch_aoti.add_ops(path, module, [ops.scale, ops.axpy, ops.row_sum])
+    return SimpleNamespace(path=path, bare=bare, root=root, module=module, expected=model(x).tolist())
+
+
+def _values(text):
+    line = next(line for line in text.splitlines() if line.startswith("values "))
+    return [float(v) for v in line.split()[1:]]
+
+
+def test_the_runner_links_no_libpython(runner):
+    for binary in (runner, torch_serving.build(torch)):
+        linked = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=True).stdout
+        assert "libpython" not in linked and "libtorch_cpu" in linked, linked
+
+
+def test_a_cpp_process_without_python_runs_the_package(runner, package):
+    rc, out = _run(runner, "run", package.path)
+    assert rc == 0, out
+    assert "registered 3" in out
+    assert _values(out) == package.expected  # [7.0, 25.0]: the eager model's values, exactly
+    assert "libpython: none" in out  # /proc/self/maps, read by the runner before and after
+
+
+def test_without_the_registration_library_torch_finds_no_op(runner, package):
+    # The bare package (no record): the runner registers nothing and torch's loader refuses.
+    rc, out = _run(runner, "run", package.bare)
+    assert rc == 3 and "registered 0" in out and "tpserve::scale" in out, out
+
+
+def test_kernel_libraries_are_found_in_a_deployment_folder(runner, package, tmp_path):
+    # Shipped elsewhere: the record's absolute paths give way to library_dir (by file name).
+    shutil.copy(package.module.path, tmp_path / os.path.basename(package.module.path))
+    rc, out = _run(runner, "run", package.path, tmp_path)
+    assert rc == 0 and _values(out) == package.expected, out
+
+
+def test_native_libraries_lists_what_a_deployment_ships(package):
+    assert torch_aoti.native_libraries(package.path, torch=torch) == [
+        os.path.join(cpp.lib_dir(), "libtensorplug.so"), torch_serving.build(torch), package.module.path]
+
+
+def _bad_package(package, tmp_path, change):
+    """The bare package with the record of ``package`` changed by ``change(entries)``."""
+    entries = torch_aoti.records(package.path)
+    change(entries)
+    path = str(tmp_path / "bad.pt2")
+    shutil.copy(package.bare, path)
+    torch_aoti.write_record(path, entries)
+    return path
+
+
+def _library_for_abi(tmp_path, abi):
+    """add_one.c compiled against tensorplug headers whose ABI version is ``abi``."""
+    include = tmp_path / f"include{abi}"
+    shutil.copytree(cpp.include_dir(), include)
+    header = include / "tensorplug" / "c_api.h"
+    header.write_text(header.read_text().replace("#define TENSORPLUG_ABI_VERSION 1\n",
+                                                 f"#define TENSORPLUG_ABI_VERSION {abi}\n"))
+    out = tmp_path / f"libadd_one_abi{abi}.so"
+    subprocess.run(["cc", "-std=c11", "-shared", "-fPIC", f"-I{include}", str(ADD_ONE), "-o", str(out),
+                    f"-L{cpp.lib_dir()}", "-ltensorplug", f"-Wl,-rpath,{cpp.lib_dir()}"], check=True)
+    return str(out)
+
+
+def _set(name, **fields):
+    def change(entries):
+        for entry in entries:
+            if entry["name"] == name:
+                entry.update(fields)
+    return change
+
+
+@pytest.mark.parametrize("case", ["missing library", "function gone", "another ABI"])
+def test_a_bad_deployment_fails_with_a_c10_error_naming_the_op_and_library(runner, package, tmp_path, case):
+    if case == "missing library":
+        library = str(tmp_path / "nowhere" / "op_kernels.so")
+        expected = f"op 'tpserve::scale': kernel library '{library}' could not be loaded: "
+    elif case == "function gone":
+        library = _library_for_abi(tmp_path, 1)  # a library exporting add_one only
+        expected = (f"op 'tpserve::scale': kernel library '{library}' has no function 'scale' (the record names it; "
+                    "was the library rebuilt without it?)")
+    else:
+        library = _library_for_abi(tmp_path, 2)
+        expected = (f"op 'tpserve::scale': kernel library '{library}' could not be loaded: ValueError: kernel "
+                    f"library '{library}' was built for tensorplug ABI 2, this runtime is ABI 1")
+    rc, out = _run(runner, "register", _bad_package(package, tmp_path, _set("tpserve::scale", library=library)))
+    assert rc == 3, out  # the runner caught the c10::Error: no crash
+    assert out.startswith("c10::Error: " + expected), out
+
+
+def test_a_result_against_the_output_rule_is_checked_in_the_cpp_process(runner, package, tmp_path):
+    # The record says row_sum returns x.shape[0] + 1 items; the kernel returns x.shape[0].
+    def change(entries):
+        rule = next(e for e in entries if e["name"] == "tpserve::row_sum")["returns"]["rules"][0]
+        rule["program"]["shape"] = [[["shape", 0, 0], ["const", 1], ["+"]]]
+    rc, out = _run(runner, "run", _bad_package(package, tmp_path, change))
+    # A call's error crosses AOTInductor's C shim, whose runner rethrows it as std::runtime_error.
+    assert rc == 3 and "std::exception: " in out, out
+    assert ("op 'tpserve::row_sum' returned float32[2] on cpu as result 0, but its output rule declares "
+            "float32[3] on cpu") in out, out
+
+
+def test_a_record_of_another_version_is_refused(runner, package, tmp_path):
+    path = str(tmp_path / "v1.pt2")
+    shutil.copy(package.bare, path)
+    with zipfile.ZipFile(path, "a") as archive:
+        root = archive.namelist()[0].partition("/")[0]
+        archive.writestr(f"{root}/{torch_aoti.RECORDS}0.json", json.dumps({"ops": []}))
+    rc, out = _run(runner, "register", path)
+    assert rc == 3 and "a tensorplug record of version 1; this registration library reads version 2" in out, out
+
+
+def test_a_python_process_still_loads_a_version_2_record(package):
+    # torch_aoti.load_package reads the record it writes (the ops are declared in this process already).
+    model = torch_aoti.load_package(package.path)
+    assert model(torch.arange(6, dtype=torch.float32).reshape(2, 3)).tolist() == package.expected
+
