@@ -43,14 +43,31 @@ def runner(tmp_path_factory):
     library = torch_serving.build(torch)
     root = os.path.dirname(torch.__file__)
     out = tmp_path_factory.mktemp("runner") / "torch_serving_runner"
-    cmd = [os.environ.get("CXX", "c++"), "-std=c++17", "-O0", "-isystem", os.path.join(root, "include"),
-           "-isystem", os.path.join(root, "include", "torch", "csrc", "api", "include"),
-           f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}", f"-I{torch_serving.include_dir()}",
-           str(RUNNER), "-o", str(out), library, f"-L{os.path.join(root, 'lib')}", "-ltorch", "-ltorch_cpu", "-lc10",
+    cmd = [os.environ.get("CXX", "c++"), "-std=c++17", "-O0", *_torch_flags(), str(RUNNER), "-o", str(out), library, f"-L{os.path.join(root, 'lib')}", "-ltorch", "-ltorch_cpu", "-lc10",
            f"-Wl,-rpath,{os.path.join(root, 'lib')}"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return out
+
+
+def _torch_flags():
+    root = os.path.dirname(torch.__file__)
+    return ["-isystem", os.path.join(root, "include"), "-isystem",
+            os.path.join(root, "include", "torch", "csrc", "api", "include"),
+            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}", f"-I{torch_serving.include_dir()}"]
+
+
+def test_the_documented_program_compiles(tmp_path):
+    # docs/compilers.md's C++ server (not built by tests/test_docs.py, which builds kernel
+    # libraries): checked against torch's and the registration library's headers.
+    text = (ROOT / "docs" / "compilers.md").read_text()
+    start = text.index("```cpp\n// serve.cc")
+    code = text[start + len("```cpp\n"):text.index("```", start + 6)]
+    source = tmp_path / "serve.cc"
+    source.write_text(code)
+    done = subprocess.run([os.environ.get("CXX", "c++"), "-std=c++17", "-fsyntax-only", "-Wall", "-Werror",
+                           *_torch_flags(), str(source)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def _run(runner, *args):
