@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 
 import pytest
 
@@ -63,6 +64,30 @@ class PaddleFramework(Framework):
             return None
         return paddle.device.current_stream(f"gpu:{device_index(device)}").stream_base.cuda_stream or None
 
+    def compile(self, fn):
+        import paddle
+
+        # to_static's default (SOT), where each op is a node of the static program; the AST
+        # transform (full_graph=True) needs a function's source, which the kit's lambdas lack
+        # (tests/test_op_paddle.py runs both).
+        return paddle.jit.to_static(fn)
+
+    def gradient(self, fn, *args):
+        import paddle
+
+        inputs = []
+        for arg in args:
+            leaf = arg.detach()
+            leaf.stop_gradient = False
+            inputs.append(leaf)
+        try:
+            return tuple(paddle.grad([fn(*inputs).sum()], inputs))
+        except (RuntimeError, ValueError, TypeError) as error:
+            text = paddle_error_text(str(error))
+            if text == str(error):
+                raise
+            raise type(error)(text) from error
+
     def stream(self, device):
         import paddle
 
@@ -73,6 +98,19 @@ class PaddleFramework(Framework):
                 yield s, s.stream_base.cuda_stream
 
         return using() if device.startswith("cuda") else None
+
+
+# paddle raises an error of its C++ layer (an operator's kernel, its autodiff) as
+# "(Kind) <text> (at <file>:<line>)", inside a program "In user code: ... KindError: <text>
+# (at ...)": the text is the error tensorplug raised.
+_PADDLE_ERROR = re.compile(r"(?:\((?:[A-Za-z]+)\) |[A-Za-z]+Error: )(?P<text>.*?) \(at [^()]*:\d+\)", re.S)
+
+
+def paddle_error_text(message: str) -> str:
+    """The text of the error tensorplug raised, from paddle's wrapping of it (``message``
+    unchanged where paddle did not wrap it)."""
+    found = _PADDLE_ERROR.search(message)
+    return found.group("text") if found else message
 
 
 @pytest.hookimpl(optionalhook=True)  # the kit's hook: absent under -p no:tensorplug
