@@ -1,6 +1,7 @@
 """cpp.build / cpp.load_inline: real compiler runs, caching, compile errors."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -265,3 +266,17 @@ def test_processes_building_one_kernel_at_once_build_it_once(tmp_path):
     assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
     inodes = {out.strip() for out, _ in outs}
     assert len(inodes) == 1, inodes  # one file: built once, never replaced
+
+
+def test_a_build_error_shows_the_compilers_first_error_line_first(tmp_path, monkeypatch):
+    # A misspelled name inside a TENSORPLUG_EXPORT'ed function: the compiler's notes about
+    # templates run to pages; the message starts with the line that says what is wrong.
+    monkeypatch.setenv("TENSORPLUG_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(cpp.BuildError) as info:
+        cpp.load_inline("typo", "int64_t twice(int64_t x) { return 2 * xx; }", functions=["twice"])
+    message = str(info.value)
+    head, first_error = message.splitlines()[:2]
+    assert head.startswith("compilation failed (exit 1) (full log: ") and head.endswith("build.log):")
+    assert re.search(r"typo\.cc:2:\d+: error: .xx. was not declared", first_error), message
+    log = Path(head.split("(full log: ", 1)[1].rstrip("):"))
+    assert re.search(r"error: .xx. was not declared", log.read_text())

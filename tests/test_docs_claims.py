@@ -15,3 +15,4 @@ def test_the_sample_capability_report_has_a_row_per_capability_in_order():
     sample = text.split("tensorplug capability report =", 1)[1].split("```", 1)[0]
     rows = [line.split()[0] for line in sample.splitlines()[2:] if line.startswith("  ")]
     assert tuple(rows) == CAPABILITIES
+

@@ -116,13 +116,23 @@ def _headers_digest() -> str:
     return h.hexdigest()
 
 
-def _run(cmd: list[str], verbose: bool) -> None:
+def _run(cmd: list[str], verbose: bool, log_dir: Path | None = None) -> None:
+    """Run a compiler command; BuildError when it fails, the compiler's first error line
+    first (a typo in a template-heavy source otherwise hides under pages of notes), then
+    the command and the whole output, which is also written to ``log_dir/build.log``."""
     if verbose:
         print(" ".join(cmd))
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise BuildError(f"compilation failed (exit {proc.returncode}):\n$ {' '.join(cmd)}\n"
-                         f"{proc.stderr.strip() or proc.stdout.strip()}")
+        output = proc.stderr.strip() or proc.stdout.strip()
+        first = next((line for line in output.splitlines() if re.search(r"\b(fatal )?error\b", line)), None)
+        log = ""
+        if log_dir is not None:
+            path = Path(log_dir) / "build.log"
+            path.write_text(f"$ {' '.join(cmd)}\n{output}\n")
+            log = f" (full log: {path})"
+        raise BuildError(f"compilation failed (exit {proc.returncode}){log}:\n"
+                         + (f"{first.strip()}\n\n" if first else "") + f"$ {' '.join(cmd)}\n{output}")
 
 
 def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=(),
@@ -277,7 +287,7 @@ def _compile(name, sources, kinds, compilers, linker, includes, out_dir, target,
                        "-fvisibility-inlines-hidden", *inc_flags, *extra_cflags, "-c", str(src), "-o", obj]
             depfile = obj + ".d"
             cmd[-4:-4] = ["-MMD", "-MF", depfile]  # before `-c src -o obj`
-            _run(cmd, verbose)
+            _run(cmd, verbose, out_dir)
             headers += _dependencies(depfile, src)
             objects.append(obj)
         ldflags = [f"-L{lib_dir()}", "-ltensorplug", f"-Wl,-rpath,{lib_dir()}", *_KERNEL_LDFLAGS,
@@ -286,7 +296,7 @@ def _compile(name, sources, kinds, compilers, linker, includes, out_dir, target,
             cuda_lib = _cuda_lib_dir(compilers["cuda"])
             ldflags += [f"-L{cuda_lib}", "-lcudart", f"-Wl,-rpath,{cuda_lib}"]
         tmp_target = os.path.join(tmp, f"{name}.so")
-        _run([linker, "-shared", "-o", tmp_target, *objects, *ldflags, *extra_ldflags], verbose)
+        _run([linker, "-shared", "-o", tmp_target, *objects, *ldflags, *extra_ldflags], verbose, out_dir)
         os.replace(tmp_target, target)  # atomic: concurrent builders see a whole file
     return headers
 
