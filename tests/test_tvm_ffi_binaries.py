@@ -277,3 +277,55 @@ def test_results_outlive_the_call_and_the_module(built):
 
     gc.collect()
     assert [float(r[-1]) for r in results] == [float(k * k) for k in range(20)]
+
+
+# ------------------------------------------- owning tensors, shapes, optionals ----
+EXTRAS = r"""
+#include <tvm/ffi/container/shape.h>
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/error.h>
+#include <tvm/ffi/function.h>
+#include <tvm/ffi/optional.h>
+namespace ffi = tvm::ffi;
+
+ffi::Tensor Identity(ffi::Tensor x) { return x; }
+void Fill(ffi::Tensor out, double value) {
+  for (int64_t i = 0; i < out.numel(); ++i) static_cast<float*>(out.data_ptr())[i] = static_cast<float>(value);
+}
+int64_t Product(ffi::Shape shape) { return shape.Product(); }
+int64_t OrMinusOne(ffi::Optional<int64_t> x) { return x.value_or(-1); }
+ffi::Shape ShapeOf(ffi::TensorView x) { return ffi::Shape(x.shape()); }
+ffi::String Greet(ffi::String name) { return "hello " + std::string(name); }
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(identity, Identity);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(fill, Fill);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(product, Product);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(or_minus_one, OrMinusOne);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(shape_of, ShapeOf);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(greet, Greet);
+"""
+
+
+@pytest.fixture(scope="module")
+def extras(tmp_path_factory):
+    path = tvm_ffi.cpp.build_inline("tvm_ffi_extras", cpp_sources=EXTRAS,
+                                    extra_cflags=["-O0", "-DTVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1"],
+                                    build_directory=str(tmp_path_factory.mktemp("extras")))
+    return tensorplug.load_module(path, writes={"fill": [0]})
+
+
+def test_owning_tensors_shapes_optionals_and_strings(extras, fw):
+    assert extras.identity.signature_text == "arg0:tensor->tensor"
+    assert extras.fill.signature_text == "arg0:mview;arg1:float->void"
+    assert extras.product.signature_text == "arg0:ints->int"
+    assert extras.or_minus_one.signature_text == "arg0:?int->int"
+    data = np.arange(5, dtype=np.float32)
+    same = extras.identity(fw.from_numpy(data))  # the argument's own memory, handed back
+    assert type(same) is fw.output_type()
+    np.testing.assert_array_equal(fw.to_numpy(same), data)
+    out = _out(fw, np.zeros(3, np.float32))
+    extras.fill(out, 1.5)  # a written ffi::Tensor parameter: a tvm-ffi tensor over the caller's
+    np.testing.assert_array_equal(_np(fw, out), [1.5, 1.5, 1.5])
+    assert extras.product([2, 3, 4]) == 24
+    assert extras.or_minus_one(None) == -1 and extras.or_minus_one(7) == 7
+    assert extras.shape_of(fw.from_numpy(np.zeros((2, 3), np.float32))) == [2, 3]
+    assert extras.greet("tensorplug") == "hello tensorplug"

@@ -181,7 +181,7 @@ def signature_from_metadata(name: str, metadata: str) -> tuple[str, str]:
                              f"{json.dumps(param)}; declare the function's signature yourself (load_module(path, "
                              f"signatures={{'{name}': '...'}}))")
         kinds.append(f"arg{i}:{kind}")
-        hints.append("s" if param.get("type") == "ffi.Shape" else ".")
+        hints.append({"ffi.Shape": "s", "ffi.Tensor": "t"}.get(param.get("type"), "."))
     return ";".join(kinds) + "->" + _result_kind(result), "".join(hints)
 
 

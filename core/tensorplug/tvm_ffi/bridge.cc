@@ -9,7 +9,9 @@
 // error back. No core rebuild: everything here goes through the two projects' C ABIs.
 //
 // Arguments, by TPAny tag (the signature chose the tag):
-//   kTPDLTensorPtr (view, mview)  -> kTVMFFIDLTensorPtr: the caller's DLTensor, no copy
+//   kTPDLTensorPtr (view, mview)  -> kTVMFFIDLTensorPtr: the caller's DLTensor, no copy; for
+//                                    an ffi::Tensor parameter (hint 't': one declared
+//                                    written) a tvm-ffi tensor over it, valid for the call
 //   kTPTensor (tensor)            -> kTVMFFITensor: TVMFFITensorFromDLPackVersioned takes the
 //                                    moved managed tensor (no copy)
 //   kTPArray (views, mviews)      -> an ffi::Array<ffi::Tensor> of non-owning tensors, valid
@@ -48,7 +50,7 @@ namespace {
 struct Wrapped {
   TVMFFISafeCallType entry;
   std::string name;
-  std::string hints;  // one char per parameter: 's' ints as ffi::Shape, '.' as they come
+  std::string hints;  // one char per parameter: 's' ints as ffi::Shape, 't' a view as ffi::Tensor, '.' as they come
 };
 
 // tvm-ffi's allocator during a call: tensorplug's bound allocator (the caller's framework's,
@@ -139,6 +141,28 @@ void MoveRaisedError() {
   std::string message(cell->message.data, cell->message.size);
   TPErrorSet(kind.c_str(), message.c_str());
   TVMFFIObjectDecRef(err);
+}
+
+// A tvm-ffi tensor over the caller's tensor `view` (no copy), valid while the caller's is.
+int WrapView(const DLTensor* view, TVMFFIAny* out) {
+  auto* managed = new (std::nothrow) DLManagedTensorVersioned{};
+  if (managed == nullptr) {
+    TPErrorSet("MemoryError", "out of memory");
+    return -1;
+  }
+  managed->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  managed->dl_tensor = *view;
+  managed->deleter = FreeViewOnly;
+  TVMFFIObjectHandle handle = nullptr;
+  if (TVMFFITensorFromDLPackVersioned(managed, 0, 0, &handle) != 0) {
+    delete managed;
+    MoveRaisedError();
+    return -1;
+  }
+  out->type_index = kTVMFFITensor;
+  out->zero_padding = 0;
+  out->v_obj = static_cast<TVMFFIObject*>(handle);
+  return 0;
 }
 
 struct Env {
@@ -291,9 +315,19 @@ int CallUnguarded(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
       case kTPOpaquePtr: t.type_index = kTVMFFIOpaquePtr; t.v_ptr = a.v_ptr; break;
       case kTPRawStr: t.type_index = kTVMFFIRawStr; t.v_c_str = a.v_c_str; break;
       case kTPDLTensorPtr:
+        env.BindStream(a.v_dltensor->device);
+        if (i < static_cast<int32_t>(w.hints.size()) && w.hints[i] == 't') {  // an ffi::Tensor parameter
+          if (failed) break;
+          if (WrapView(a.v_dltensor, &t) != 0) {
+            failed = 1;
+            break;
+          }
+          keep.push_back(ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(&t));
+          t = ffi::AnyView(keep.back()).CopyToTVMFFIAny();
+          break;
+        }
         t.type_index = kTVMFFIDLTensorPtr;
         t.v_ptr = a.v_dltensor;
-        env.BindStream(a.v_dltensor->device);
         break;
       case kTPTensor: {
         if (failed) {  // moved in: ours to release
@@ -340,26 +374,11 @@ int CallUnguarded(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
             break;
           }
           env.BindStream(item.v_dltensor->device);
-          auto* view = new (std::nothrow) DLManagedTensorVersioned{};
-          TVMFFIObjectHandle handle = nullptr;
-          if (view == nullptr) {
-            TPErrorSet("MemoryError", "out of memory");
-            failed = 1;
-            break;
-          }
-          view->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-          view->dl_tensor = *item.v_dltensor;
-          view->deleter = FreeViewOnly;
-          if (TVMFFITensorFromDLPackVersioned(view, 0, 0, &handle) != 0) {
-            delete view;
-            MoveRaisedError();
-            failed = 1;
-            break;
-          }
           TVMFFIAny raw;
-          raw.type_index = kTVMFFITensor;
-          raw.zero_padding = 0;
-          raw.v_obj = static_cast<TVMFFIObject*>(handle);
+          if (WrapView(item.v_dltensor, &raw) != 0) {
+            failed = 1;
+            break;
+          }
           items.push_back(ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(&raw).cast<ffi::Tensor>());
         }
         if (failed) break;
