@@ -196,6 +196,17 @@ def test_a_bad_deployment_fails_with_a_c10_error_naming_the_op_and_library(runne
     assert out.startswith("c10::Error: " + expected), out
 
 
+def test_a_function_whose_signature_is_not_the_recorded_one_is_refused(runner, package, tmp_path):
+    # The record says scale's alpha is an int; the library's scale takes a float.
+    def change(entries):
+        next(e for e in entries if e["name"] == "tpserve::scale")["params"][1]["kind"] = "int"
+    rc, out = _run(runner, "register", _bad_package(package, tmp_path, change))
+    assert rc == 3, out
+    assert out.startswith(f"c10::Error: op 'tpserve::scale': function 'scale' of kernel library "
+                          f"'{package.module.path}' has the signature 'x:view;alpha:float;bias:?view->tensor', which "
+                          "is not the one the record holds; export the package again with this library"), out
+
+
 def test_a_result_against_the_output_rule_is_checked_in_the_cpp_process(runner, package, tmp_path):
     # The record says row_sum returns x.shape[0] + 1 items; the kernel returns x.shape[0].
     def change(entries):
