@@ -404,4 +404,14 @@ MUTATIONS = [
              "    TPEnvUnlend(call);\n", "",
              ("tests/test_env_restore_native.py", "-k", "xla"),
              "XLA's handler leaves the call's lent results bound as the thread's allocator"),
+    # ---- issue 44: the registration library of C++ processes without Python ----------------
+    Mutation("serving-rule-unchecked", "plugins/tensorplug_adapters/torch_serving.cc",
+             "    if (!op.checked) return;\n", "    return;\n",
+             ("tests/test_torch_serving.py", "-k", "output_rule"),
+             "the C++ process hands torch a result of another shape than the op's output rule declares"),
+    Mutation("serving-signature-unchecked", "plugins/tensorplug_adapters/torch_serving.cc",
+             "  if (const char* signature = TPFunctionGetSignature(fn)) {",
+             "  if (const char* signature = nullptr) {",
+             ("tests/test_torch_serving.py", "-k", "signature_is_not"),
+             "a kernel library rebuilt with other parameters is called with the recorded ones' values"),
 ]
