@@ -100,3 +100,48 @@ def test_jax_jit_sharded_over_4_devices_without_all_gather(library, tmp_path):
     grad = record["grad"]  # the tvm-ffi backward is split the same way
     assert grad["all_gather"] == 0 and grad["all_to_all"] == 0
     assert grad["call_operands"] == [["f32[2,4]", "f32[2,4]"]] and grad["close"]
+
+
+# -------------------------------------------------------------------------- hub ----
+def test_the_hub_publishes_and_selects_on_tvm_ffis_abi(library, tmp_path):
+    import json
+    import platform
+
+    from tensorplug import hub
+    from tensorplug.tvm_ffi import installed_abi
+
+    if platform.machine() != "x86_64":
+        pytest.skip("the layout below publishes an x86-64 build")
+    installed = installed_abi()
+    assert installed == ".".join(tvm_ffi_version().split(".")[:2])
+    root = tmp_path / "site"
+    (build,) = hub.publish(root, "tvmffi/square", "1.0.0", {"x86-64": library})
+    assert build.tvm_ffi == installed and build.functions == ("scale_into", "square", "square_backward")
+    # A newer version built against another tvm-ffi ABI: listed, never chosen here.
+    hub.publish(root, "tvmffi/square", "2.0.0", {"x86-64": library}, tvm_ffi="0.0")
+    entries = json.loads((root / "tvmffi" / "square" / "builds.json").read_text())["builds"]
+    assert sorted(e["tvm_ffi"] for e in entries) == sorted(["0.0", installed])
+
+    selection = hub.select("tvmffi/square", source=root)
+    assert selection.chosen.version == "1.0.0"
+    rejected = [c for c in selection.candidates if c.verdict == "rejected"]
+    assert [c.build.version for c in rejected] == ["2.0.0"]
+    assert rejected[0].why == f"built for apache tvm-ffi ABI 0.0, the installed one is ABI {installed}"
+
+    mod = hub.load("tvmffi/square", source=root, cache=tmp_path / "cache")
+    np.testing.assert_array_equal(mod.square(np.asarray([1.5, -2.0], np.float32)), [2.25, 4.0])
+    assert mod.path.startswith(str(tmp_path / "cache"))
+
+
+def test_a_tensorplug_build_description_has_no_tvm_ffi_field():
+    from tensorplug.hub._layout import Build
+
+    build = Build(name="a/b", version="1.0", file="1.0/x/k.so", sha256="0" * 64, size=1, abi=1, os="linux",
+                  arch="x86_64", libc="glibc", libc_version="2.17", isa="x86-64")
+    assert "tvm_ffi" not in build.to_json() and Build.from_json(build.to_json(), "test") == build
+
+
+def tvm_ffi_version() -> str:
+    from importlib import metadata
+
+    return metadata.version("apache-tvm-ffi")

@@ -101,12 +101,14 @@ def _identity(st: os.stat_result) -> tuple:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def load_module_verified(path, sha256: str, where: str, *, check=None, release_gil: bool = True):
+def load_module_verified(path, sha256: str, where: str, *, check=None, release_gil: bool = True, signatures=None,
+                         writes=None):
     """:func:`tensorplug.load_module` of ``path`` as :func:`open_verified` checked it: the
     Module's ``path`` and its error messages name ``path``."""
     from ._module import Module
 
-    return Module(open_verified(path, sha256, where, check), release_gil=release_gil, _display_path=os.fspath(path))
+    return Module(open_verified(path, sha256, where, check), release_gil=release_gil, _display_path=os.fspath(path),
+                  signatures=signatures, writes=writes)
 
 
 def load_cdll_verified(path, sha256: str, where: str):

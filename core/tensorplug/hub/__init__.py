@@ -137,7 +137,7 @@ def _fetch_selected(selection: Selection, source, lock, cache) -> Path:
 
 
 def load(name: str, version: str | None = None, *, source=None, lock=None, cache=None, explain: bool = False,
-         release_gil: bool = True, trusted_keys=None, timeout: float | None = None):
+         release_gil: bool = True, trusted_keys=None, timeout: float | None = None, signatures=None, writes=None):
     """Load the best build of the kernel library ``name`` ("org/name") for this machine
     and return its :class:`tensorplug.Module`.
 
@@ -146,8 +146,9 @@ def load(name: str, version: str | None = None, *, source=None, lock=None, cache
     verified (its digest, size, architecture and ABI checked on the bytes the loader then
     maps: a file swapped into the cache meanwhile is refused, never run). With ``lock``,
     the build the lock file records for ``name``, or an error. ``trusted_keys`` and
-    ``timeout`` as for :func:`select`. Raises NoMatchingBuild, IntegrityError, OSError as
-    :func:`fetch` does."""
+    ``timeout`` as for :func:`select`. ``signatures`` and ``writes`` are
+    :func:`tensorplug.load_module`'s, for a library built for apache tvm-ffi. Raises
+    NoMatchingBuild, IntegrityError, OSError as :func:`fetch` does."""
     from .._verified import load_module_verified
 
     with _deadline(timeout):
@@ -157,7 +158,7 @@ def load(name: str, version: str | None = None, *, source=None, lock=None, cache
         path = fetch_selected(selection, source=source, lock=lock, cache=cache)
     build = selection.chosen
     return load_module_verified(path, build.sha256, str(path), check=lambda data: verify(data, build, str(path)),
-                                release_gil=release_gil)
+                                release_gil=release_gil, signatures=signatures, writes=writes)
 
 
 def parse_requirement(text: str, where: str) -> tuple[str, str | None]:

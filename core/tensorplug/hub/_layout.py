@@ -53,6 +53,9 @@ class Build:
     rocm: str | None = None
     gpu_archs: tuple[str, ...] = ()  # sm_XY / compute_XY (CUDA) or gfx targets (ROCm)
     functions: tuple[str, ...] = ()
+    # A library built for apache tvm-ffi (docs/migration.md): the tvm-ffi ABI ("major.minor")
+    # it was built against; None for tensorplug's own libraries (and absent from their JSON).
+    tvm_ffi: str | None = None
     source: str = field(default="", compare=False)  # where it was found (not part of the index)
 
     @property
@@ -65,6 +68,8 @@ class Build:
         data = asdict(self)
         del data["source"]
         data["gpu_archs"], data["functions"] = list(self.gpu_archs), list(self.functions)
+        if self.tvm_ffi is None:
+            del data["tvm_ffi"]
         return data
 
     @classmethod
@@ -92,6 +97,11 @@ class Build:
         values = {key: data[key] for key in expected}
         values["gpu_archs"] = tuple(map(str, data["gpu_archs"]))
         values["functions"] = tuple(map(str, data["functions"]))
+        if "tvm_ffi" in data:
+            if not (isinstance(data["tvm_ffi"], str) and _CUDA_OR_ROCM_VERSION.fullmatch(data["tvm_ffi"])):
+                raise IntegrityError(f"{where}: build field 'tvm_ffi' is not a tvm-ffi ABI 'major.minor': "
+                                     f"{data['tvm_ffi']!r}")
+            values["tvm_ffi"] = data["tvm_ffi"]
         return cls(**values, source=source)
 
 
@@ -152,8 +162,8 @@ def parse_root_index(text: str | bytes, where: str) -> list[str]:
     return sorted(data["libraries"])
 
 
-def _publish_locked(root: Path, name: str, version: str, variants: dict, cuda, rocm, gpu_archs, where: str) \
-        -> list[Build]:
+def _publish_locked(root: Path, name: str, version: str, variants: dict, cuda, rocm, gpu_archs, where: str,
+                    tvm_ffi: str | None = None) -> list[Build]:
     library_dir = root / name
     index_path = library_dir / LIBRARY_INDEX
     existing = parse_index(index_path.read_bytes(), str(index_path), name, "") if index_path.exists() else []
@@ -165,9 +175,14 @@ def _publish_locked(root: Path, name: str, version: str, variants: dict, cuda, r
         if isa not in levels:
             raise ValueError(f"{where} argument 'variants': {path} is built for {facts.arch}; expected an ISA level "
                              f"of {facts.arch} ({', '.join(levels) or 'none known'}), got {isa!r}")
+        built_for_tvm_ffi = bool(facts.tvm_ffi_functions) and not facts.functions
+        if built_for_tvm_ffi and tvm_ffi is None:
+            tvm_ffi = _installed_tvm_ffi_abi(where, path)
         build = Build(name=name, version=version, file="", sha256=hashlib.sha256(data).hexdigest(), size=len(data),
                       abi=facts.abi, os="linux", arch=facts.arch, libc=facts.libc, libc_version=facts.libc_version,
-                      isa=isa, cuda=cuda, rocm=rocm, gpu_archs=gpu_archs, functions=facts.functions)
+                      isa=isa, cuda=cuda, rocm=rocm, gpu_archs=gpu_archs,
+                      functions=facts.tvm_ffi_functions if built_for_tvm_ffi else facts.functions,
+                      tvm_ffi=tvm_ffi if built_for_tvm_ffi else None)
         build = Build(**{**build.__dict__, "file": f"{version}/{build.variant}/{Path(path).name}"})
         same_place = [b for b in existing if b.version == version and b.variant == build.variant]
         if same_place and same_place[0].sha256 != build.sha256:
@@ -187,6 +202,17 @@ def _publish_locked(root: Path, name: str, version: str, variants: dict, cuda, r
     return published
 
 
+def _installed_tvm_ffi_abi(where: str, path) -> str:
+    """The installed apache-tvm-ffi's ABI, for a library built for tvm-ffi published without ``tvm_ffi=``."""
+    from ..tvm_ffi import installed_abi
+
+    abi = installed_abi()
+    if abi is None:
+        raise ValueError(f"{where}: {path} is built for apache tvm-ffi; say which tvm-ffi ABI it was built against "
+                         f"(tvm_ffi='0.1') or install the apache-tvm-ffi it was built with")
+    return abi
+
+
 def _sign(index: Path, key) -> None:
     if key is not None:
         from . import _signing
@@ -204,7 +230,7 @@ def _write_json(path: Path, data: dict) -> None:
 
 
 def publish(root, name: str, version: str, variants, *, cuda: str | None = None, rocm: str | None = None,
-            gpu_archs=(), signing_key=None) -> list[Build]:
+            gpu_archs=(), signing_key=None, tvm_ffi: str | None = None) -> list[Build]:
     """Add builds of the library ``name`` ("org/name") at ``version`` to the layout under
     the directory ``root`` (created if needed) and return them.
 
@@ -223,8 +249,15 @@ def publish(root, name: str, version: str, variants, *, cuda: str | None = None,
     ``tensorplug hub keygen``) the library's index is signed (``builds.json.sig``), and
     users who trust the key refuse an index not signed by it (docs/hub.md; the root index
     only lists names and is not signed). Raises ValueError for a bad name, version, ISA
-    level or GPU description, or a file that is not a 64-bit ELF library."""
+    level or GPU description, or a file that is not a 64-bit ELF library.
+
+    A library built for apache tvm-ffi (exporting ``__tvm_ffi_<name>`` functions and no
+    tensorplug one, docs/migration.md) is published with the tvm-ffi ABI it was built
+    against (``tvm_ffi``, "major.minor"; default: the installed apache-tvm-ffi's) recorded
+    in its build description, and is selected only where that ABI is installed."""
     where = "publish()"
+    if tvm_ffi is not None and not (isinstance(tvm_ffi, str) and _CUDA_OR_ROCM_VERSION.fullmatch(tvm_ffi)):
+        raise ValueError(f"{where} argument 'tvm_ffi': expected a tvm-ffi ABI 'major.minor', got {tvm_ffi!r}")
     check_name(name, f"{where} argument 'name'")
     check_version(version, f"{where} argument 'version'")
     if cuda is not None and rocm is not None:
@@ -253,6 +286,6 @@ def publish(root, name: str, version: str, variants, *, cuda: str | None = None,
     Path(root).mkdir(parents=True, exist_ok=True)
     with open(Path(root) / ".tensorplug-hub.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # read-modify-write of the indexes: one publisher at a time
-        published = _publish_locked(Path(root), name, version, variants, cuda, rocm, gpu_archs, where)
+        published = _publish_locked(Path(root), name, version, variants, cuda, rocm, gpu_archs, where, tvm_ffi)
         _sign(Path(root) / name / LIBRARY_INDEX, key)
     return published

@@ -3,7 +3,8 @@ that says why for every build.
 
 A build runs here when its ABI is the runtime's, its OS and architecture are this
 machine's, its libc is this process's and no newer, its ISA level is one this CPU runs,
-and, when it holds GPU code, the driver is at least its toolkit version and every visible
+a build for apache tvm-ffi finds the tvm-ffi ABI it was built against installed, and,
+when it holds GPU code, the driver is at least its toolkit version and every visible
 device has code in it. Among those that run, the best is the newest library version, then
 the newest ABI, then GPU code over none (and the newer toolkit), then the highest ISA level.
 """
@@ -35,6 +36,14 @@ def rejections(build: Build, machine: Machine) -> list[str]:
         elif build.libc_version and machine.libc_version and \
                 version_key(build.libc_version) > version_key(machine.libc_version):
             why.append(f"needs {build.libc} {build.libc_version}, this process has {machine.libc_version}")
+    if build.tvm_ffi is not None:
+        from ..tvm_ffi import INSTALL_HINT, installed_abi
+
+        here = installed_abi()
+        if here is None:
+            why.append(f"built for apache tvm-ffi ABI {build.tvm_ffi}, which is not installed ({INSTALL_HINT})")
+        elif here != build.tvm_ffi:
+            why.append(f"built for apache tvm-ffi ABI {build.tvm_ffi}, the installed one is ABI {here}")
     if build.cuda:
         why += _gpu_rejections("CUDA", build.cuda, build.gpu_archs, machine.cuda, machine.cuda_devices, _cuda_runs)
     if build.rocm:

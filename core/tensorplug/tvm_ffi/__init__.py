@@ -29,7 +29,8 @@ from pathlib import Path
 
 from .._native import function_from_pointer
 
-__all__ = ["is_tvm_ffi_library", "load", "runtime_version", "signature_from_metadata"]
+__all__ = ["exported_functions", "installed_abi", "is_tvm_ffi_library", "load", "runtime_version",
+           "signature_from_metadata"]
 
 INSTALL_HINT = 'pip install "tensorplug[tvm-ffi]"'
 _PREFIX = b"__tvm_ffi_"
@@ -98,6 +99,19 @@ def _load_bridge() -> ctypes.CDLL:
         bridge.TPTvmFfiVersion.restype = None
         _bridge = bridge
         return bridge
+
+
+def installed_abi() -> str | None:
+    """The installed apache-tvm-ffi's ABI, ``"major.minor"`` of its version (tvm-ffi keeps its C
+    ABI within a minor series; docs/decisions.md), or None when it is not installed. Read
+    from the package's metadata: nothing is imported or loaded."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("apache-tvm-ffi")
+    except metadata.PackageNotFoundError:
+        return None
+    return ".".join(version.split(".")[:2])
 
 
 def runtime_version() -> str:
