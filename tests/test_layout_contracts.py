@@ -103,6 +103,8 @@ def test_paddle_non_compact_is_refused_naming_the_argument(ops):
     x = base.transpose([1, 0])  # a strided view (paddle 3)
     if x.is_contiguous():
         pytest.skip("this paddle's transpose copies: no non-compact tensor to hand over")
+    # An eager call that needs no gradient runs the kernel function (with paddle's operator
+    # of issue 43 too), checked: refused naming the argument.
     with pytest.raises(ValueError, match=r"^tpgrad::strict_cube\(\) argument 'x': expected a compact \(contiguous\) "
                                          r"tensor, as the op declares contiguous=\('x',\); got shape \(3, 2\) with "
                                          r"strides \(1, 3\)"):
