@@ -116,6 +116,51 @@ def test_the_documented_order_version_abi_gpu_isa():
     assert _select([older, newer], m).chosen.sha256 == newer["sha256"]  # 1.10 > 1.9 as versions
 
 
+def test_each_cuda_code_against_each_device():
+    # docs/hub.md: sm_XY runs on devices of major X and minor >= Y (sm_90a, and the family
+    # form sm_XYf, only on X.Y); compute_XY (PTX) on any device >= X.Y.
+    codes = ["sm_80", "sm_86", "sm_87", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_100f", "sm_120",
+             "compute_80", "compute_86", "compute_90", "compute_100"]
+    devices = ["sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_100", "sm_103", "sm_120", "sm_121"]
+    entries = [_build(cuda="12.4", gpu_archs=[code]) for code in codes]
+    for device in devices:
+        selection = _select(entries, _machine(cuda="12.8", cuda_devices=(device,)))
+        got = {c.build.gpu_archs[0]: c.verdict != "rejected" for c in selection.candidates}
+        assert got == {code: _cuda_code_runs(code, device) for code in codes}, device
+        for c in selection.candidates:
+            if c.verdict == "rejected":
+                assert c.why == f"holds CUDA 12.4 code ({c.build.gpu_archs[0]}); none for device {device}"
+    # spot checks of the oracle itself, from the docs' words
+    assert _cuda_code_runs("sm_86", "sm_89") and not _cuda_code_runs("sm_87", "sm_86")
+    assert not _cuda_code_runs("sm_80", "sm_90") and not _cuda_code_runs("sm_90a", "sm_100")
+    assert not _cuda_code_runs("sm_100a", "sm_103") and _cuda_code_runs("compute_80", "sm_120")
+
+
+def test_each_rocm_target_against_each_device():
+    # gfx targets match exactly; a feature suffix (":xnack+") does not change the target
+    codes = ["gfx90a", "gfx90a:xnack+", "gfx942", "gfx1100"]
+    entries = [_build(rocm="6.2", gpu_archs=[code]) for code in codes]
+    for device in ["gfx908", "gfx90a", "gfx942", "gfx1030", "gfx1100"]:
+        selection = _select(entries, _machine(rocm="6.2", rocm_devices=(device,)))
+        got = {c.build.gpu_archs[0]: c.verdict != "rejected" for c in selection.candidates}
+        assert got == {code: code.split(":")[0] == device for code in codes}, device
+
+
+def test_the_reasons_a_build_is_rejected_or_ranked_below():
+    m = _machine(libc=None, libc_version=None)
+    assert [c.why for c in _select([_build()], m).candidates] == ["built for glibc, this process uses no known libc"]
+    cpu_low, cpu_high = _build(isa="x86-64"), _build(isa="x86-64-v3")
+    selection = _select([cpu_low, cpu_high], _machine())
+    assert [(c.build.isa, c.why) for c in selection.candidates] == [
+        ("x86-64-v3", "the best build that runs here"), ("x86-64", "ranked below: ISA x86-64 < x86-64-v3")]
+    old, new = _build(cuda="12.0", gpu_archs=["sm_90"]), _build(cuda="12.4", gpu_archs=["sm_90"])
+    selection = _select([old, new], _machine(cuda="12.4", cuda_devices=("sm_90",)))
+    assert [c.why for c in selection.candidates] == ["the best build that runs here",
+                                                     "ranked below: older GPU toolkit (12.0 < 12.4)"]
+    assert [c.why for c in _select([new], _machine(cuda="12.2", cuda_devices=("sm_90",))).candidates] == \
+        ["needs a CUDA 12.4 driver, this one supports 12.2"]
+
+
 # ------------------------------------------------------------------- the oracle ----
 def _vkey(v: str) -> tuple[int, ...]:
     return tuple(int(p) for p in v.split("."))
