@@ -12,6 +12,7 @@ test session by the module fixtures.
 import os
 import shutil
 import json
+import operator
 import subprocess
 import zipfile
 from pathlib import Path
@@ -32,14 +33,18 @@ ROOT = TESTS.parent
 RUNNER = TESTS / "torch_serving_runner.cc"
 ADD_ONE = ROOT / "examples" / "c_kernel" / "add_one.c"
 
-pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CXX", "c++")) is None,
-                                reason="no C++ compiler ($CXX or c++): the registration library and the runner "
-                                       "are compiled against libtorch")
+
+
+def _need_compiler():
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
+        pytest.skip("no C++ compiler ($CXX or c++): the registration library and the runner are compiled against "
+                    "libtorch")
 
 
 @pytest.fixture(scope="module")
 def runner(tmp_path_factory):
     """The C++ runner, linked against libtorch and the registration library (no libpython)."""
+    _need_compiler()
     library = torch_serving.build(torch)
     root = os.path.dirname(torch.__file__)
     out = tmp_path_factory.mktemp("runner") / "torch_serving_runner"
@@ -60,6 +65,7 @@ def _torch_flags():
 def test_the_documented_program_compiles(tmp_path):
     # docs/compilers.md's C++ server (not built by tests/test_docs.py, which builds kernel
     # libraries): checked against torch's and the registration library's headers.
+    _need_compiler()
     text = (ROOT / "docs" / "compilers.md").read_text()
     start = text.index("```cpp\n// serve.cc")
     code = text[start + len("```cpp\n"):text.index("```", start + 6)]
@@ -143,6 +149,7 @@ def test_kernel_libraries_are_found_in_a_deployment_folder(runner, package, tmp_
 
 
 def test_native_libraries_lists_what_a_deployment_ships(package):
+    _need_compiler()
     assert torch_aoti.native_libraries(package.path, torch=torch) == [
         os.path.join(cpp.lib_dir(), "libtensorplug.so"), torch_serving.build(torch), package.module.path]
 
@@ -219,6 +226,23 @@ def test_a_result_against_the_output_rule_is_checked_in_the_cpp_process(runner, 
             "float32[3] on cpu") in out, out
 
 
+def test_the_cpp_process_evaluates_a_rule_as_python_does(runner, package, tmp_path):
+    # Floor division and modulo of negative numbers, negative indices: x is 2x3, so the
+    # expression is (-3) // 2 + 3 % -2 + x.shape[-2] * 2 + 1 = -2 - 1 + 4 + 1 = 2 in Python's
+    # arithmetic (C's truncation would give 5), the length of row_sum's result.
+    from tensorplug.ops import parse_signature
+
+    expression = "(-x.shape[1]) // 2 + x.shape[1] % -2 + x.shape[-2] * 2 + 1"
+    params, _ = parse_signature("x:view->tensor")
+    program = torch_aoti._rule_program({"shape": [expression], "dtype": "x", "device": None}, params)
+
+    def change(entries):
+        rule = next(e for e in entries if e["name"] == "tpserve::row_sum")["returns"]["rules"][0]
+        rule["shape"], rule["program"] = [expression], program
+    rc, out = _run(runner, "run", _bad_package(package, tmp_path, change))
+    assert rc == 0 and _values(out) == package.expected, out
+
+
 def test_a_record_of_another_version_is_refused(runner, package, tmp_path):
     path = str(tmp_path / "v1.pt2")
     shutil.copy(package.bare, path)
@@ -234,3 +258,57 @@ def test_a_python_process_still_loads_a_version_2_record(package):
     model = torch_aoti.load_package(package.path)
     assert model(torch.arange(6, dtype=torch.float32).reshape(2, 3)).tolist() == package.expected
 
+
+
+_OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv, "%": operator.mod}
+
+
+def _evaluate(program, args):
+    """torch_serving.cc's evaluation of a dimension program, in Python (its reference)."""
+    stack = []
+    for step in program:
+        code = step[0]
+        if code == "const":
+            stack.append(step[1])
+        elif code == "int":
+            stack.append(args[step[1]])
+        elif code == "shape":
+            stack.append(args[step[1]].shape[step[2]])
+        elif code == "neg":
+            stack.append(-stack.pop())
+        else:
+            b, a = stack.pop(), stack.pop()
+            stack.append(_OPERATORS[code](a, b))
+    return stack.pop()
+
+
+@pytest.mark.parametrize("dims", [
+    ("x.shape[0]",), ("x.shape[-1]", "n"), ("(x.shape[-1] + 2 * n - 3) // 2 + 1",), ("-x.shape[1] % 4", 7),
+    ("(n - x.shape[0]) // 3", "n % -3", "x.shape[0] * x.shape[1] - n"),
+])
+def test_the_compiled_rule_agrees_with_the_declared_one(dims):
+    # The record's compiled form of a rule (what the C++ process checks results against) gives
+    # the shapes tensorplug's own rule gives, for a few argument values.
+    from tensorplug.ops import parse_signature
+    from tensorplug.shapes import Output, compile_returns
+
+    params, _ = parse_signature("x:view;n:int;alpha:float->tensor")
+    rule = Output(shape=dims, dtype="x")
+    program = torch_aoti._rule_program({"shape": list(dims), "dtype": "x", "device": None}, params)
+    assert program["dtype"] == ["param", 0] and program["device"] == ["primary"]
+    declared = compile_returns(rule, params)
+    for shape, n in [((2, 3), 5), ((7, 1), -4), ((4, 9), 0)]:
+        x = torch.empty(shape)
+        expected = declared({"x": x, "n": n, "alpha": 1.0})[0].shape
+        assert tuple(_evaluate(p, [x, n, 1.0]) for p in program["shape"]) == tuple(expected), (dims, shape, n)
+
+
+def test_rule_forms_the_cpp_process_does_not_take_are_left_unchecked():
+    from tensorplug.ops import parse_signature
+
+    params, _ = parse_signature("x:view;sizes:ints;xs:views->tensor")
+    program = torch_aoti._rule_program({"shape": ["x.shape[0]", "sizes[0]", "len(xs)"], "dtype": "float32",
+                                        "device": "cpu"}, params)
+    assert program == {"shape": [[["shape", 0, 0]], None, None], "dtype": ["fixed", "float32"],
+                       "device": ["fixed", "cpu"]}
+    assert torch_aoti._rule_program({"shape": "sizes", "dtype": "x", "device": "x"}, params)["shape"] is None
