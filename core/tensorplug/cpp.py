@@ -416,5 +416,5 @@ def _write_if_changed(path: Path, text: str) -> None:
         os.replace(tmp, path)
 
 
-__all__ = ["BuildError", "IntegrityError", "build", "load", "load_cdll", "load_inline", "include_dir",
+__all__ = ["BuildError", "build", "load", "load_cdll", "load_inline", "include_dir",
            "compat_include_dir", "lib_dir", "cmake_dir", "cache_dir"]
