@@ -34,6 +34,10 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_default_options = {"members": True}
 html_theme = "furo"
+# The site's CSS over the theme's (code that wraps, pictures readable on a phone); only this
+# folder of _static is copied, the figures are copied where a page references them.
+html_static_path = ["_static/site"]
+html_css_files = ["tensorplug.css"]
 html_title = f"tensorplug {release}"
 
 

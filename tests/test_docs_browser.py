@@ -4,6 +4,12 @@ window, the theme's font), and a screenshot is a page, not a blank. Two controls
 site on purpose (a picture deleted, the theme's stylesheet deleted) and check that the
 same checks catch it, so the test can fail.
 
+Then every page at a desktop's width (1280 px) and a phone's (390 px): no code block wider
+than its box (cut off on the right, or hidden behind a sideways scroll), nothing wider than
+the window, and every picture rendered wide enough to read (at least its natural width or
+MIN_PICTURE px, whichever is smaller). Its control deletes the site's own stylesheet
+(docs/_static/site/tensorplug.css, which wraps code and keeps pictures readable on a phone).
+
 .ci/run installs chromium when it is missing; without it the test skips, saying so.
 """
 
@@ -65,10 +71,10 @@ def site(tmp_path_factory) -> Path:
     return out / "html"
 
 
-def _chromium(browser: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
+def _chromium(browser: str, profile: Path, *args: str, width: int = WIDTH) -> subprocess.CompletedProcess:
     # Its own profile directory under tmp: nothing written to the user's home.
     return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                           f"--user-data-dir={profile}", f"--window-size={WIDTH},{HEIGHT}",
+                           f"--user-data-dir={profile}", f"--window-size={width},{HEIGHT}",
                            "--virtual-time-budget=10000", *args], capture_output=True, text=True, timeout=120)
 
 
@@ -132,3 +138,89 @@ def test_the_checks_catch_a_missing_picture_and_a_missing_theme(site, tmp_path):
         css.unlink()
     problems = layout_problems(probe(broken, tmp_path))
     assert any(p.startswith("sidebar ") or p.startswith("no sidebar") for p in problems), problems
+
+
+# ---- every page at desktop and phone width ----------------------------------------------
+PHONE = 390
+MIN_PICTURE = 560
+# The code blocks and pictures of a page as laid out: a <pre> whose content is wider than its
+# box, each picture's rendered and natural width, the page's width against the window's.
+OVERFLOW_PROBE = """<script>
+window.addEventListener("load", () => {
+  const result = {
+    window: window.innerWidth,
+    page: document.documentElement.scrollWidth,
+    pres: [...document.querySelectorAll("article pre")].filter((p) => p.scrollWidth > p.clientWidth + 1)
+      .map((p) => ({text: p.textContent.split("\\n").find((l) => l.length > 40) || p.textContent.slice(0, 60),
+                    scroll: p.scrollWidth, client: p.clientWidth})),
+    images: [...document.querySelectorAll("article img")].map((i) => ({src: i.getAttribute("src"),
+      width: i.getBoundingClientRect().width, natural: i.naturalWidth})),
+  };
+  window.parent.postMessage(JSON.stringify(result), "*");
+});
+</script>"""
+# Headless chromium's window is at least 500 px wide, so the page is laid out in a frame of
+# the width asked for (its media queries see the frame's width); the frame posts its facts
+# to this page, which writes them where --dump-dom prints them.
+FRAME = """<!DOCTYPE html><html><body style="margin:0">
+<iframe src="{src}" style="width:{width}px;height:{height}px;border:0"></iframe>
+<script>
+window.addEventListener("message", (event) => {{
+  const pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = event.data;
+  document.body.appendChild(pre);
+}});
+</script></body></html>"""
+
+
+def overflow_probe(site: Path, page: str, width: int, profile: Path) -> dict:
+    probed = site / f"{Path(page).stem}_overflow_probe.html"
+    probed.write_text(site.joinpath(page).read_text().replace("</body>", OVERFLOW_PROBE + "</body>"))
+    frame = site / f"{Path(page).stem}_overflow_frame_probe.html"
+    frame.write_text(FRAME.format(src=probed.name, width=width, height=HEIGHT))
+    done = _chromium(_browser(), profile, "--allow-file-access-from-files", "--dump-dom", frame.as_uri(),
+                     width=max(width, 500) + 20)
+    found = re.search(r'<pre id="probe"[^>]*>(.*?)</pre>', done.stdout, re.S)
+    assert found, f"the probe did not run on {page} at {width} px; chromium said:\n{done.stderr[-2000:]}"
+    return json.loads(html.unescape(found.group(1)))
+
+
+def overflow_problems(facts: dict, page: str, width: int) -> list[str]:
+    """What does not fit on ``page`` at ``width``, in words; empty when everything does."""
+    problems = []
+    for pre in facts["pres"]:
+        problems.append(f"{page} at {width} px: code wider than its box ({pre['scroll']} > {pre['client']} px): "
+                        f"{pre['text'].strip()[:60]!r}")
+    if facts["page"] > facts["window"]:
+        problems.append(f"{page} at {width} px: the page is {facts['page']} px wide in a {facts['window']} px window")
+    for image in facts["images"]:
+        if image["natural"] and image["width"] < min(image["natural"], MIN_PICTURE) - 1:
+            problems.append(f"{page} at {width} px: {Path(image['src']).name} rendered {image['width']:.0f} px wide "
+                            f"(natural {image['natural']} px): too small to read")
+    return problems
+
+
+def _pages(site: Path) -> list[str]:
+    skip = {"genindex.html", "search.html", "py-modindex.html"}
+    return sorted(p.name for p in site.glob("*.html") if p.name not in skip and "_probe" not in p.name)
+
+
+@pytest.mark.parametrize("width", [WIDTH, PHONE], ids=["desktop", "phone"])
+def test_every_page_fits_its_window_with_readable_code_and_pictures(site, tmp_path, width):
+    problems = []
+    for page in _pages(site):
+        problems += overflow_problems(overflow_probe(site, page, width, tmp_path / "profile"), page, width)
+    assert problems == []
+
+
+def test_the_phone_check_catches_cut_off_code_and_shrunk_pictures(site, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(site, broken)
+    (broken / "_static" / "tensorplug.css").unlink()
+    problems = []
+    for page in ("index.html", "fused_kernels.html"):
+        problems += overflow_problems(overflow_probe(broken, page, PHONE, tmp_path / "profile"), page, PHONE)
+    assert any(p.startswith("index.html at 390 px: code wider than its box") for p in problems), problems
+    assert any(p.startswith("index.html at 390 px: call_flow.svg rendered") for p in problems), problems
+    assert any(p.startswith("fused_kernels.html at 390 px: fused_kernels.png rendered") for p in problems), problems
