@@ -17,53 +17,30 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples" / "fused_kernels"))
 import develop  # noqa: E402
 
-fk = None  # fused_kernels, imported by main() once the thread counts are set
+# numpy, fused_kernels and fused_kernels.timing (the decode step's measurement, shared with
+# python -m fused_kernels.demo), imported by main() once the thread counts are set: numpy's
+# BLAS, like the kernels' pool, reads its thread count when it loads.
+np = fk = timing = None
 
 
 def set_threads(n: int) -> None:
-    """Every contender on ``n`` threads: the fused kernels' pool, torch's intra-op threads
-    (set_num_threads below) and XLA's CPU runtime. Set before fused_kernels and jax load."""
+    """Every contender on ``n`` threads: the fused kernels' pool, numpy's BLAS, torch's
+    intra-op threads (set_num_threads below) and XLA's CPU runtime. Set before numpy,
+    fused_kernels and jax load (an earlier version imported numpy first, so its BLAS kept a
+    thread per core: numpy's own-ops decode step measured 5x slower than the demo's)."""
     os.environ["FUSED_KERNELS_NUM_THREADS"] = str(n)
     os.environ["OMP_NUM_THREADS"] = str(n)
+    os.environ["OPENBLAS_NUM_THREADS"] = str(n)
     if n == 1:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
-
-
-def interleaved(contenders: dict, rounds: int, min_time: float = 2e-3) -> dict:
-    """Median seconds per call of each ``name -> fn``, timed round-robin."""
-    bursts = {}
-    for name, fn in contenders.items():
-        fn()  # warm up (compiles under jit)
-        n, t = 1, 0.0
-        while True:
-            start = time.perf_counter()
-            for _ in range(n):
-                fn()
-            t = time.perf_counter() - start
-            if t >= min_time or n >= 1 << 14:
-                break
-            n *= 4
-        bursts[name] = n
-    samples = {name: [] for name in contenders}
-    for _ in range(rounds):
-        for name, fn in contenders.items():
-            n = bursts[name]
-            start = time.perf_counter()
-            for _ in range(n):
-                fn()
-            samples[name].append((time.perf_counter() - start) / n)
-    return {name: statistics.median(s) for name, s in samples.items()}
 
 
 def kernel_cases(hidden: int, batch: int, rng):
@@ -146,7 +123,7 @@ def bench_kernels(hiddens, batches, rounds):
     for hidden in hiddens:
         for batch in batches:
             for name, fused_t, torch_t, fused_j, jax_j in kernel_cases(hidden, batch, rng):
-                times = interleaved({"fused/torch": fused_t, "torch": torch_t, "fused/jax": fused_j,
+                times = timing.interleaved({"fused/torch": fused_t, "torch": torch_t, "fused/jax": fused_j,
                                      "jax.jit": jax_j}, rounds)
                 rows.append((name, hidden, batch, times))
                 print(f"{name:17s} hidden {hidden:5d} batch {batch:3d}  " + "  ".join(
@@ -155,58 +132,26 @@ def bench_kernels(hiddens, batches, rounds):
 
 
 def bench_decode(batch, rounds):
-    import jax
-    import jax.numpy as jnp
+    """The decode step of every framework, own ops and fused, measured by fused_kernels.timing
+    (python -m fused_kernels.demo measures it the same way)."""
     import torch
 
-    from fused_kernels import jax_block as jb
     from fused_kernels import model
-    from fused_kernels import numpy_block as nb
-    from fused_kernels import torch_block as tb
 
     config = model.SMALL
     weights = model.random_weights(config)
-    tokens = model.prompt(config, batch, 1)[:, 0]
-    pos = 10
-    contenders = {}
-    for label, ops in (("numpy", nb.NativeOps()), ("fused/numpy", nb.FusedOps())):
-        cache = nb.new_cache(config, batch)
-        contenders[label] = (lambda ops=ops, cache=cache: nb.decode_step(ops, config, weights, tokens, pos, cache))
-    tt = torch.from_numpy(tokens)
-    tp_ = torch.tensor([pos])
-    for label, ops, compiled in (("torch", tb.NativeOps(), False), ("fused/torch", tb.FusedOps(), False),
-                                 ("torch.compile", tb.NativeOps(), True),
-                                 ("fused/torch.compile", tb.FusedOps(), True)):
-        dec = tb.Decoder(ops, config, weights)
-        cache = dec.new_cache(batch)
-        if compiled:
-            torch._dynamo.reset()
-            run = torch.compile(dec, backend="inductor", fullgraph=True)
-            with torch.no_grad():
-                run(tt, tp_, cache)  # compiled here, not inside the first timed round
-        else:
-            run = dec
-
-        def step(run=run, cache=cache):
-            with torch.no_grad():
-                return run(tt, tp_, cache)
-        contenders[label] = step
-    dw = jb.device_weights(weights)
-    jt = jnp.asarray(tokens.astype(np.int32))
-    for label, ops in (("jax.jit", jb.NativeOps()), ("fused/jax.jit", jb.FusedOps())):
-        cache = jb.new_cache(config, batch)
-        contenders[label] = (lambda ops=ops, cache=cache: jax.block_until_ready(
-            jb.decode_step(ops, config, dw, jt, jnp.int32(pos), cache)))
-    times = interleaved(contenders, rounds, min_time=0.05)
+    runs = [(f, fused) for f in timing.FRAMEWORKS for fused in (False, True)]
+    by_run = timing.decode_step_times(runs, config, weights, batch, rounds)
+    times = {(f"fused/{f}" if fused else f): t for (f, fused), t in by_run.items()}
     for k, v in times.items():
-        print(f"decode step (batch {batch}) {k:14s} {v * 1e3:8.2f} ms", flush=True)
+        print(f"decode step (batch {batch}) {k:20s} {v * 1e3:8.2f} ms", flush=True)
     # The tensorplug call's share: a fused op on a tiny tensor is all call (no work), times
     # the number of op calls in one step.
     tiny = np.ones((1, 8), np.float32)
     w8 = np.ones(8, np.float32)
     per_call = {
-        "numpy": interleaved({"c": lambda: fk.rms_norm(tiny, w8, 1e-5)}, rounds)["c"],
-        "torch": interleaved({"c": lambda: fk.rms_norm(torch.from_numpy(tiny), torch.from_numpy(w8), 1e-5)},
+        "numpy": timing.interleaved({"c": lambda: fk.rms_norm(tiny, w8, 1e-5)}, rounds)["c"],
+        "torch": timing.interleaved({"c": lambda: fk.rms_norm(torch.from_numpy(tiny), torch.from_numpy(w8), 1e-5)},
                              rounds)["c"],
     }
     # Fused op calls per step: per layer 2 norms, rotary, softmax, silu_and_mul and 4 linears;
@@ -221,7 +166,10 @@ def markdown(rows, decode, batch, load, threads: str) -> str:
     absolute times on a shared machine."""
     times, per_call, calls = decode
     out = [f"Load average (1 min) of the machine: {load[0]:.1f} at the start, {load[1]:.1f} at the end "
-           f"({os.cpu_count()} cores); {threads}; fused_kernels for {fk.isa}.", "",
+           f"({os.cpu_count()} cores, shared with other work); {threads} ({timing.threads()}); "
+           f"fused_kernels for {fk.isa}.", "",
+           "Kernels: each against the sequence it replaces, the median of the interleaved rounds. Decode step: "
+           f"{timing.method(batch)}.", "",
            "| kernel | hidden | batch | fused (torch) | torch | speedup | fused (jax) | jax.jit | speedup |",
            "|---|---|---|---|---|---|---|---|---|"]
     for name, hidden, b, t in rows:
@@ -241,40 +189,68 @@ def plot(rows, decode, batch, directory: Path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
+    plt.rcParams.update({"font.size": 13, "axes.titlesize": 14})
     directory.mkdir(parents=True, exist_ok=True)
+    # One subplot per kernel, two to a row, so that each is read at half the page's width
+    # (a 2x4 grid shrank every label to a few pixels on the site); one legend above all.
     names = list(dict.fromkeys(r[0] for r in rows))
-    fig, axes = plt.subplots(2, (len(names) + 1) // 2, figsize=(16, 7), squeeze=False)
+    cols = 2
+    nrows = (len(names) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(10, 3.3 * nrows + 0.8), squeeze=False)
+    styles = (("fused/torch", "o-", "#2a7", "fused op, torch"), ("torch", "o--", "#888", "torch's own ops"),
+              ("fused/jax", "s-", "#26b", "fused op, jax (eager call)"), ("jax.jit", "s--", "#c73", "jax.jit's own ops"))
+    biggest = max(r[2] for r in rows)
     for ax, name in zip(axes.flat, names):
-        sel = [r for r in rows if r[0] == name and r[2] == max(x[2] for x in rows)]
+        sel = [r for r in rows if r[0] == name and r[2] == biggest]
         hidden = [r[1] for r in sel]
-        for key, style in (("fused/torch", "o-"), ("torch", "o--"), ("fused/jax", "s-"), ("jax.jit", "s--")):
-            ax.plot(hidden, [r[3][key] * 1e6 for r in sel], style, label=key)
-        ax.set_title(f"{name} (batch {sel[0][2]})")
-        ax.set_xlabel("hidden size")
-        ax.set_ylabel("us per call")
+        for key, style, colour, label in styles:
+            ax.plot(hidden, [r[3][key] * 1e6 for r in sel], style, color=colour, label=label, linewidth=2,
+                    markersize=7)
+        ax.set_title(name)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-    axes.flat[0].legend()
+        ax.set_xticks(hidden, [str(h) for h in hidden])
+        ax.set_ylabel("us per call")
+        ax.set_xlabel("hidden size")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.grid(True, which="major", alpha=0.3)
     for ax in list(axes.flat)[len(names):]:
         ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(directory / "fused_kernels.png", dpi=80)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=2, frameon=False,
+               title=f"time per call at batch {biggest} (log scale; lower is faster)")
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.85 / fig.get_figheight()))
+    fig.savefig(directory / "fused_kernels.png", dpi=100)
     plt.close(fig)
 
+    # The decode step: own ops and fused ops side by side per framework, each bar labelled
+    # with its time, the speedup at the right; the tensorplug calls' share is too small to
+    # draw as a bar (under 1 ms of a step), so the axis label states it.
     times, per_call, calls = decode
-    fig, ax = plt.subplots(figsize=(8, 4))
-    labels = list(times)
-    values = [times[k] * 1e3 for k in labels]
-    ax.barh(labels, values, color=["#bbb" if not k.startswith("fused") else "#4a7" for k in labels])
-    for k, lab in enumerate(labels):
-        if lab in ("fused/numpy", "fused/torch", "fused/torch.compile"):
-            share = per_call[lab.split("/")[1].split(".")[0]] * calls * 1e3
-            ax.barh([lab], [share], color="#d64", label="tensorplug's calls" if k == 1 else None)
-    ax.set_xlabel(f"ms per decode step (batch {batch}, hidden 1024, 4 layers, int8)")
-    ax.legend()
+    frameworks = [f for f in timing.FRAMEWORKS if f in times]
+    fig, ax = plt.subplots(figsize=(9, 4.6))
+    y = list(range(len(frameworks)))
+    own = [times[f] * 1e3 for f in frameworks]
+    fused = [times[f"fused/{f}"] * 1e3 for f in frameworks]
+    ax.barh([v - 0.2 for v in y], own, height=0.38, color="#999", label="framework's own ops")
+    ax.barh([v + 0.2 for v in y], fused, height=0.38, color="#2a7", label="fused_kernels ops")
+    right = max(own + fused)
+    for v, o, f in zip(y, own, fused):
+        ax.text(o + right * 0.01, v - 0.2, f"{o:.1f} ms", va="center", fontsize=11)
+        ax.text(f + right * 0.01, v + 0.2, f"{f:.1f} ms  ({o / f:.1f}x faster)", va="center", fontsize=11,
+                fontweight="bold")
+    ax.set_yticks(y, frameworks)
+    ax.invert_yaxis()
+    ax.set_xlim(0, right * 1.45)
+    share = max(per_call.values()) * calls * 1e3
+    ax.set_xlabel(f"ms per decode step (batch {batch}, hidden 1024, 4 layers, int8);\n"
+                  f"tensorplug's {calls} calls take under {share:.1f} ms of a fused step")
+    ax.legend(loc="lower right", frameon=False)
     fig.tight_layout()
-    fig.savefig(directory / "fused_decode.png", dpi=80)
+    fig.savefig(directory / "fused_decode.png", dpi=100)
     plt.close(fig)
 
 
@@ -287,10 +263,14 @@ def main(argv=None):
                         "own choice); 1 gives steady numbers on a machine shared with other work, where a "
                         "pool's descheduled worker stalls the call that waits for it")
     args = parser.parse_args(argv)
-    global fk
+    global np, fk, timing
     if args.threads:
         set_threads(args.threads)
+    import numpy
+    np = numpy
     fk = develop.import_fused_kernels()
+    from fused_kernels import timing as fused_timing
+    timing = fused_timing
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)

@@ -9,16 +9,21 @@ its own operations, for comparison. A progress bar on stderr follows the long pa
 (making the weights, each framework's decode loop, whose first step includes
 ``torch.compile``'s or ``jax.jit``'s compilation); ``--progress never`` turns it off.
 
+The time per step is measured after the decode loops, by :mod:`fused_kernels.timing`, the
+measurement ``benchmarks/bench_fused.py`` uses too (one step at a fixed position, each run
+warmed up, the median of interleaved rounds), so the demo and the benchmark agree on the
+same machine; the loops give the tokens and each run's first step (its compilation).
+
 On a machine busy with other work, thread pools whose workers get descheduled make the
 times jump; ``FUSED_KERNELS_NUM_THREADS=1 OMP_NUM_THREADS=1 python -m fused_kernels.demo``
-runs the kernels and torch on one thread each (read when the libraries load).
+runs the kernels, numpy's BLAS and torch on one thread each (read when the libraries load;
+the header line says what each got).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import statistics
 import sys
 import time
 from typing import Callable
@@ -26,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 import fused_kernels
-from fused_kernels import model
+from fused_kernels import model, timing
 
 FRAMEWORKS = ("numpy", "torch", "torch.compile", "jax.jit")
 SIZES = {"tiny": model.Config(), "small": model.SMALL}
@@ -98,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frameworks", default=",".join(FRAMEWORKS),
                         help=f"comma-separated, of {', '.join(FRAMEWORKS)} (default: all installed)")
     parser.add_argument("--native", action="store_true", help="also run each framework's own operations")
+    parser.add_argument("--rounds", type=int, default=timing.ROUNDS,
+                        help=f"interleaved timing rounds of the decode step (default: {timing.ROUNDS})")
     parser.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                         help="progress bar on stderr: auto draws it when stderr is a terminal")
     args = parser.parse_args(argv)
@@ -106,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [f for f in frameworks if f not in FRAMEWORKS]
     if unknown:
         parser.error(f"argument --frameworks: unknown {', '.join(unknown)}; choose from {', '.join(FRAMEWORKS)}")
-    if args.steps < 2 or args.prompt < 1 or args.batch < 1:
-        parser.error("--steps must be at least 2, --prompt and --batch at least 1")
+    if args.steps < 2 or args.prompt < 1 or args.batch < 1 or args.rounds < 1:
+        parser.error("--steps must be at least 2, --prompt, --batch and --rounds at least 1")
     config = SIZES[args.size]
     if args.prompt + args.steps > config.max_positions:
         parser.error(f"--prompt + --steps is {args.prompt + args.steps}; the {args.size} model holds "
@@ -116,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"fused_kernels demo: {args.size} model (hidden {config.hidden}, {config.layers} layers, "
           f"vocab {config.vocab}, int8 weights), batch {args.batch}, prompt {args.prompt} tokens, "
-          f"{args.steps} new tokens; kernels for {fused_kernels.isa}, {fused_kernels.num_threads} thread{'s' if fused_kernels.num_threads != 1 else ''}")
+          f"{args.steps} new tokens; kernels for {fused_kernels.isa}")
     bar = ProgressBar("weights", 1, sys.stderr, interactive) if args.progress != "never" else None
     weights = model.random_weights(config)
     if bar:
@@ -125,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     prompt = model.prompt(config, args.batch, args.prompt)
 
     results: dict[str, np.ndarray] = {}
+    firsts: dict[tuple[str, bool], float] = {}
     for framework in frameworks:
         for native in ((False, True) if args.native else (False,)):
             label = f"{framework} ({'own ops' if native else 'fused_kernels'})"
@@ -142,16 +150,27 @@ def main(argv: list[str] | None = None) -> int:
                     bar.advance()
 
             start = time.perf_counter()
-            tokens = run(prompt, args.steps, on_step)
+            results[label] = run(prompt, args.steps, on_step)
+            firsts[(framework, not native)] = stamps[0] - start
             if bar:
                 bar.close()
-            # Per step: the generated steps after the first (each waits for its token, so the
-            # interval is the step's time even where the framework runs asynchronously).
-            intervals = np.diff(stamps[args.prompt - 1:]) * 1e3
-            first = (stamps[0] - start) * 1e3
-            results[label] = tokens
-            print(f"{label:32s} {statistics.median(intervals):8.2f} ms/step (median of {len(intervals)}; "
-                  f"first step {first:.0f} ms)  tokens {tokens.tolist()}")
+
+    # The time per step: timing.decode_step_times, the benchmark's measurement (module docstring).
+    if firsts:
+        bar = ProgressBar("timing", 1, sys.stderr, interactive) if args.progress != "never" else None
+        times = timing.decode_step_times(list(firsts), config, weights, args.batch, args.rounds)
+        if bar:
+            bar.advance()
+            bar.close()
+        print(f"{timing.threads()}; each time: {timing.method(args.batch, args.rounds)}")
+        for (framework, fused), seconds in times.items():
+            label = f"{framework} ({'fused_kernels' if fused else 'own ops'})"
+            print(f"{label:32s} {seconds * 1e3:8.2f} ms/step (first step {firsts[(framework, fused)] * 1e3:.0f} ms)"
+                  f"  tokens {results[label].tolist()}")
+        speedups = [f"{f} {times[(f, False)] / times[(f, True)]:.2f}x" for f in frameworks
+                    if (f, True) in times and (f, False) in times]
+        if speedups:
+            print(f"fused_kernels ops over own ops: {', '.join(speedups)}")
 
     if not results:
         print("no framework ran")
