@@ -108,10 +108,12 @@ class ExchangeTable:
         (:func:`tensorplug.exchange.torch_lazy_view_probe`).
         ``negative_strides=False`` makes the core refuse, with a ValueError, to hand the
         framework a tensor with negative strides (torch aborts on those, paddle misreads them).
-        ``write_hook``, a ``"tensorplug.write_hook"`` capsule, is told of each tensor a call
-        will write (an ``mview`` argument or item), once accepted, before the call; it may
-        refuse the call (:func:`tensorplug.exchange.torch_write_hook` bumps torch's autograd
-        version counter, as torch's in-place ops do)."""
+        ``write_hook``, a ``"tensorplug.write_hook"`` capsule or a callable taking the
+        tensor, is told of each tensor a call will write (an ``mview`` argument or item), once
+        accepted, before the call; it may refuse the call (a capsule by setting a Python error,
+        a callable by raising). :func:`tensorplug.exchange.torch_write_hook` bumps torch's
+        autograd version counter, as torch's in-place ops do; the paddle adapter passes
+        ``paddle.Tensor._bump_inplace_version``."""
         return cls(adapter, capsule, read_only=read_only, lazy_views=lazy_views,
                    negative_strides=negative_strides, write_hook=write_hook)
 

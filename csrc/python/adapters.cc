@@ -314,6 +314,24 @@ PyObject* MakePythonTable(PyObject* to_dlpack, PyObject* from_dlpack, PyObject* 
   return PyCapsule_New(&t->api, "dlpack_exchange_api", nullptr);
 }
 
+namespace {
+
+// A write hook that calls a Python callable with the tensor (ExchangeTable(write_hook=fn)):
+// paddle's adapter passes paddle.Tensor._bump_inplace_version.
+struct PythonWriteHook {
+  WriteHook base;
+  PyObject* fn;
+};
+
+int CallPythonWriteHook(const WriteHook* hook, PyObject* obj) {
+  PyObject* r = PyObject_CallOneArg(reinterpret_cast<const PythonWriteHook*>(hook)->fn, obj);
+  if (!r) return -1;
+  Py_DECREF(r);
+  return 0;
+}
+
+}  // namespace
+
 // _core.make_adapter_table(capsule, name, read_only, python, lazy_views, negative_strides, write_hook)
 // -> "tensorplug.adapter_table".
 // `read_only`: False (mutable tensors), True (immutable) or a "tensorplug.read_only_probe"
@@ -342,11 +360,14 @@ PyObject* MakeAdapterTable(PyObject* capsule, PyObject* name, PyObject* read_onl
   }
   const WriteHook* writes = nullptr;
   if (write_hook && write_hook != Py_None) {
-    if (!PyCapsule_IsValid(write_hook, "tensorplug.write_hook")) {
-      return PyErr_Format(PyExc_TypeError, "ExchangeTable argument 'write_hook': expected None or a "
+    if (PyCapsule_IsValid(write_hook, "tensorplug.write_hook")) {
+      writes = static_cast<const WriteHook*>(PyCapsule_GetPointer(write_hook, "tensorplug.write_hook"));
+    } else if (PyCallable_Check(write_hook)) {
+      writes = &(new PythonWriteHook{{CallPythonWriteHook}, Py_NewRef(write_hook)})->base;  // lives as the table does
+    } else {
+      return PyErr_Format(PyExc_TypeError, "ExchangeTable argument 'write_hook': expected None, a callable or a "
                           "'tensorplug.write_hook' capsule, got %R", write_hook);
     }
-    writes = static_cast<const WriteHook*>(PyCapsule_GetPointer(write_hook, "tensorplug.write_hook"));
   }
   AdapterTable* table = TableFromCapsule(capsule, name, policy, probe);
   if (!table) return nullptr;

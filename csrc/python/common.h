@@ -189,10 +189,11 @@ struct LazyViewProbe {
 };
 
 // a "tensorplug.write_hook" capsule points at a WriteHook, told of each tensor a call will
-// write (ExchangeTable.from_capsule(write_hook=hook); ConvertMView, ConvertMViews).
+// write (ExchangeTable.from_capsule(write_hook=hook); ConvertMView, ConvertMViews). A hook
+// with state embeds the struct as its first member (`hook` is the struct itself).
 struct WriteHook {
   // 0: go on; -1: refuse the call, with a Python error set (the caller prefixes the argument).
-  int (*will_write)(PyObject* obj);
+  int (*will_write)(const WriteHook* hook, PyObject* obj);
 };
 // _core.torch_write_hook(torch, libraries) -> (capsule, direct): see torch_versions.cc.
 PyObject* TorchWriteHookPy(PyObject*, PyObject* args);

@@ -135,7 +135,7 @@ bool ConvertMView(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, con
     return RefuseOverlap(f, i, param, -1, view, overlap);
   }
   // Last, once the tensor is accepted: torch bumps its version counter (common.h, WriteHook).
-  if (table->writes && table->writes->will_write(obj) != 0) return AnnotateError(f, i, param), false;
+  if (table->writes && table->writes->will_write(table->writes, obj) != 0) return AnnotateError(f, i, param), false;
   return true;
 }
 
@@ -222,7 +222,7 @@ bool ConvertMViews(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, co
       return RefuseOverlap(f, i, param, int(k), view, overlap);
     }
     // Accepted: torch bumps its version counter (common.h, WriteHook).
-    if (table && table->writes && table->writes->will_write(item) != 0) return AnnotateError(f, i, param, int(k)), false;
+    if (table && table->writes && table->writes->will_write(table->writes, item) != 0) return AnnotateError(f, i, param, int(k)), false;
   }
   return true;
 }

@@ -36,7 +36,7 @@ PyObject* g_increment_version = nullptr;     // torch.autograd.graph.increment_v
 
 const void* AtTensorOf(PyObject* obj) { return reinterpret_cast<const char*>(obj) + sizeof(PyObject); }
 
-int BumpDirectly(PyObject* obj) {
+int BumpDirectly(const WriteHook*, PyObject* obj) {
   if (!PyObject_TypeCheck(obj, g_tensor_type)) return 0;
   try {
     g_bump_version(AtTensorOf(obj));
@@ -50,7 +50,7 @@ int BumpDirectly(PyObject* obj) {
   return 0;
 }
 
-int BumpByPython(PyObject* obj) {
+int BumpByPython(const WriteHook*, PyObject* obj) {
   if (!PyObject_TypeCheck(obj, g_tensor_type)) return 0;
   PyObject* r = PyObject_CallOneArg(g_increment_version, obj);
   if (!r) return -1;
@@ -81,7 +81,7 @@ bool DirectBumpWorks(PyObject* torch) {
     Py_XDECREF(cdata);
     const long long before = VersionOf(tensor);
     if (impl != nullptr && !PyErr_Occurred() && *static_cast<void* const*>(AtTensorOf(tensor)) == impl &&
-        before >= 0 && BumpDirectly(tensor) == 0) {
+        before >= 0 && BumpDirectly(nullptr, tensor) == 0) {
       ok = VersionOf(tensor) == before + 1;
     }
   }

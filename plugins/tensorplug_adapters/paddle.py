@@ -1,5 +1,7 @@
 """paddle adapter: paddle's own DLPack C exchange table (paddle >= 3.3), or
-``paddle.utils.dlpack`` through Python callables for older paddle."""
+``paddle.utils.dlpack`` through Python callables for older paddle. A call that writes a
+tensor (an ``mview`` parameter) bumps its inplace version before the kernel runs, as
+paddle's in-place ops do."""
 
 from __future__ import annotations
 
@@ -17,12 +19,15 @@ def _paddle_table(paddle) -> ExchangeTable:
         capsule = getattr(paddle.Tensor, "__dlpack_c_exchange_api__", None)
         # paddle (3.3 included) imports a tensor with negative strides as a request for
         # ~2**64 bytes (MemoryError): the core refuses such tensors with a clear ValueError.
+        # A call that writes a tensor bumps its inplace version, as paddle's in-place ops do,
+        # so that a backward that saved it raises instead of reading the new values.
+        writes = paddle.Tensor._bump_inplace_version
         if capsule is not None:
-            _table = ExchangeTable.from_capsule(capsule, "paddle", negative_strides=False)
+            _table = ExchangeTable.from_capsule(capsule, "paddle", negative_strides=False, write_hook=writes)
         else:  # paddle < 3.3
             _table = ExchangeTable.from_python(
                 "paddle", from_dlpack=paddle.utils.dlpack.from_dlpack, to_dlpack=paddle.utils.dlpack.to_dlpack,
-                current_stream=_current_stream, allocate=_allocate, negative_strides=False)
+                current_stream=_current_stream, allocate=_allocate, negative_strides=False, write_hook=writes)
     return _table
 
 
