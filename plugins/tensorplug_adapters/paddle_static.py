@@ -166,8 +166,12 @@ def call(op, args, kwargs):
     # The results as the output rule gives them for this program (-1: a dimension paddle
     # leaves dynamic): what a process running the saved program without the declaration
     # gives paddle as shapes, and checks the kernel's results against.
-    specs = op.output_specs(_specs(op, _arguments(spec, [_value_spec(t) for t in tensors])))
+    inputs = [_value_spec(t) for t in tensors]
+    specs = op.output_specs(_specs(op, _arguments(spec, inputs)))
     spec["o"] = [[[_dim(d) for d in r.shape], r.dtype] for r in specs]
+    # The inputs as traced: paddle's infer-shape function is told no dtypes, its infer-dtype
+    # function no shapes; each takes the other half from here.
+    spec["i"] = [[[_dim(d) for d in t.shape], t.dtype] for t in inputs]
     outs = paddle._C_ops._run_custom_op(f"tensorplug_op{len(tensors)}_{n_results}", *tensors, op.name,
                                         json.dumps(spec, separators=(",", ":")))
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
@@ -315,6 +319,10 @@ def _forward(paddle, op, function, spec, tensors):
     for i in written:  # the program's value stays; the kernel writes a copy, the op's result
         tensors[i] = tensors[i].clone()
     args = _arguments(spec, tensors)
+    if op is not None:
+        for i in op.contiguous_index:  # the layout contract: compact copies, as torch's adapter makes
+            if args[i] is not None and not args[i].is_contiguous():
+                args[i] = args[i].contiguous()
     returned = function(*args)
     returned = () if returned is None else returned if isinstance(returned, tuple) else (returned,)
     if op is not None and op.n_outputs:
@@ -351,7 +359,11 @@ def _backward(paddle, op, spec, tensors):
             raise RuntimeError(declared.not_differentiable(name))
     grads = [paddle.zeros_like(outs[j]) if g is None else g for j, g in enumerate(grads[:op.n_outputs])]
     saved = declared.saved_values(tuple(args), tuple(outs[:op.n_outputs]))
-    result = declared.function(*declared.arguments(grads, saved))
+    arguments = declared.arguments(grads, saved)
+    for i in declared.function.contiguous_index:  # the backward's layout contract
+        if i < len(arguments) and arguments[i] is not None and not arguments[i].is_contiguous():
+            arguments[i] = arguments[i].contiguous()
+    result = declared.function(*arguments)
     result = (result,) if len(declared.differentiable) == 1 else tuple(result)
     per_x = [None] * n_x
     for position, (name, grad) in enumerate(zip(declared.differentiable, result)):
@@ -387,7 +399,19 @@ def _dim(extent) -> int:
 
 
 def _value_spec(value) -> TensorSpec:
-    return TensorSpec(tuple(DYNAMIC if d < 0 else d for d in value.shape), _dtype(value.dtype))
+    return TensorSpec(tuple(DYNAMIC if d < 0 else d for d in value.shape), _dtype(value.dtype), _device(value))
+
+
+def _device(value):
+    """The tensorplug Device of a paddle tensor; for a static value (whose place the program
+    does not say) and for the infer functions, paddle's current device."""
+    from tensorplug import Device
+
+    place = getattr(value, "place", None) if value is not None and not isinstance(value, TensorSpec) else None
+    if place is not None and hasattr(place, "is_gpu_place"):
+        return Device("cuda", place.gpu_device_id()) if place.is_gpu_place() else Device("cpu", 0)
+    kind, _, index = _paddle().get_device().partition(":")
+    return Device("cuda", int(index or 0)) if kind == "gpu" else Device("cpu", 0)
 
 
 def _dtype(dtype) -> str:
@@ -397,7 +421,9 @@ def _dtype(dtype) -> str:
 def _spec_of(value):
     if not hasattr(value, "shape") or not hasattr(value, "dtype"):
         return None
-    return TensorSpec(tuple(value.shape), _dtype(value.dtype))
+    if isinstance(value, TensorSpec):
+        return value
+    return TensorSpec(tuple(value.shape), _dtype(value.dtype), _device(value))
 
 
 def _specs(op, args):
@@ -418,12 +444,18 @@ def _infer(name, spec_text, n_in, ranks, dims, dtypes, n_out, out_ranks, out_dim
 
         name, spec = name.decode(), json.loads(spec_text)
         op = get_op(name)
-        inputs, at = [], 0
+        inputs, at, device = [], 0, _device(None)
         for i in range(n_in):
             rank = ranks[i]
-            shape = tuple(DYNAMIC if dims[at + d] < 0 else dims[at + d] for d in range(rank)) if rank >= 0 else ()
-            at += max(rank, 0)
-            inputs.append(TensorSpec(shape, _DTYPES[dtypes[i]]))
+            traced_shape, traced_dtype = spec["i"][i]
+            if rank >= 0:
+                shape = tuple(dims[at + d] for d in range(rank))
+                at += rank
+            else:  # infer-dtype: the shape as traced
+                shape = tuple(traced_shape)
+            shape = tuple(DYNAMIC if d < 0 else d for d in shape)
+            dtype = _DTYPES[dtypes[i]] if dtypes[i] else traced_dtype  # 0: infer-shape, no dtype given
+            inputs.append(TensorSpec(shape, dtype, device))
         if op is not None:
             specs = list(op.output_specs(_specs(op, _arguments(spec, inputs))))
         else:  # a saved program run without the declaration: the rule's results recorded in it
