@@ -9,6 +9,7 @@ import sys
 import warnings
 
 from tensorplug import AdapterInfo, ExchangeTable, hookimpl
+from tensorplug.gradients import no_backward_message
 
 _table: ExchangeTable | None = None
 
@@ -108,6 +109,7 @@ def _make_impl(op, paddle):
 
     value_type, tensor_type, grad_enabled = paddle.pir.Value, paddle.Tensor, paddle.is_grad_enabled
     direct = op._compact_call if op.contiguous else op.function
+    written = bool(op.written)
 
     def call(*args, **kwargs):
         traced = wants_grad = False
@@ -119,6 +121,9 @@ def _make_impl(op, paddle):
                     wants_grad = True
         if not traced and not (wants_grad and grad_enabled()):
             return direct(*args, **kwargs)  # eager, no gradient: the kernel function
+        if written and not traced:  # as torch's adapter: a gradient through an eager write would be wrong
+            raise RuntimeError(f"{no_backward_message(op)}; or call it under paddle.no_grad(), on tensors with "
+                               "stop_gradient=True")
         from . import paddle_static
 
         return paddle_static.call(op, args, kwargs)

@@ -162,7 +162,7 @@ def call(op, args, kwargs):
     # Tensors the declaration does not differentiate but that want a gradient: the grad
     # kernel refuses them by name when a gradient reaches them.
     needs = [i for i, t in enumerate(tensors) if not getattr(t, "stop_gradient", True)]
-    spec = {"p": entries, "w": written, "g": needs, "k": _kernel_of(op)}
+    spec = {"name": op.name, "p": entries, "w": written, "g": needs, "k": _kernel_of(op)}
     # The results as the output rule gives them for this program (-1: a dimension paddle
     # leaves dynamic): what a process running the saved program without the declaration
     # gives paddle as shapes, and checks the kernel's results against.
@@ -272,35 +272,50 @@ def _arguments(spec, tensors):
     return args
 
 
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype, _capsule_new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype, _capsule_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+_capsule_rename = ctypes.pythonapi.PyCapsule_SetName
+_capsule_rename.restype, _capsule_rename.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
+
+
 def _to_paddle(paddle, pointer):
     if not pointer:
         return None
-    new_capsule = ctypes.pythonapi.PyCapsule_New
-    new_capsule.restype = ctypes.py_object
-    new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-    return paddle.utils.dlpack.from_dlpack(new_capsule(pointer, b"dltensor", None))
+    return paddle.utils.dlpack.from_dlpack(_capsule_new(pointer, b"dltensor", None))
 
 
 def _from_paddle(tensor) -> int:
     """A DLManagedTensor for ``tensor`` whose ownership passes to the caller."""
     capsule = tensor.__dlpack__()
-    get, rename = ctypes.pythonapi.PyCapsule_GetPointer, ctypes.pythonapi.PyCapsule_SetName
-    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    rename.restype, rename.argtypes = ctypes.c_int, [ctypes.py_object, ctypes.c_char_p]
-    pointer = get(capsule, b"dltensor")
-    rename(capsule, b"used_dltensor")  # consumed: the capsule no longer frees it
+    pointer = _capsule_pointer(capsule, b"dltensor")
+    _capsule_rename(capsule, b"used_dltensor")  # consumed: the capsule no longer frees it
     return pointer
+
+
+# The call attribute of each node, parsed once: a program's node passes the same text on
+# every run.
+_parsed: dict[bytes, dict] = {}
+
+
+def _parse(text: bytes) -> dict:
+    spec = _parsed.get(text)
+    if spec is None:
+        if len(_parsed) > 4096:
+            _parsed.clear()
+        spec = _parsed[text] = json.loads(text)
+    return spec
 
 
 def _run(grad, name, spec_text, n_in, ins, n_out, outs, error, error_size):
     try:
         paddle = _paddle()
-        name, spec = name.decode(), json.loads(spec_text)
+        name, spec = name.decode(), _parse(spec_text)
         tensors = [_to_paddle(paddle, ins[i]) for i in range(n_in)]
         op, function = _op_of(name, spec)
-        spec["name"] = name
-        with paddle.no_grad():
-            results = _backward(paddle, op, spec, tensors) if grad else _forward(paddle, op, function, spec, tensors)
+        # Tensors from DLPack need no gradient: the calls below are the kernels' own.
+        results = _backward(paddle, op, spec, tensors) if grad else _forward(paddle, op, function, spec, tensors)
         if len(results) != n_out:
             raise ValueError(f"op '{name}' returned {len(results)} tensor(s) to paddle's operator, which has "
                              f"{n_out} result(s)")
@@ -335,7 +350,7 @@ def _forward(paddle, op, function, spec, tensors):
                 g is None or g.dtype != dtype or len(g.shape) != len(shape)
                 or any(want >= 0 and want != have for want, have in zip(shape, g.shape))
                 for g, (shape, dtype) in zip(got, recorded)):
-            raise ValueError(f"op '{spec.get('name', '?')}' returned {', '.join(map(str, got))}, but the program "
+            raise ValueError(f"op '{spec['name']}' returned {', '.join(map(str, got))}, but the program "
                              f"records its output rule's results as {recorded}")
     return [*returned, *(tensors[i] for i in written)]
 
@@ -442,7 +457,7 @@ def _infer(name, spec_text, n_in, ranks, dims, dtypes, n_out, out_ranks, out_dim
     try:
         from tensorplug import get_op
 
-        name, spec = name.decode(), json.loads(spec_text)
+        name, spec = name.decode(), _parse(spec_text)
         op = get_op(name)
         inputs, at, device = [], 0, _device(None)
         for i in range(n_in):
