@@ -15,9 +15,10 @@ warmed up, the median of interleaved rounds), so the demo and the benchmark agre
 same machine; the loops give the tokens and each run's first step (its compilation).
 
 On a machine busy with other work, thread pools whose workers get descheduled make the
-times jump; ``FUSED_KERNELS_NUM_THREADS=1 OMP_NUM_THREADS=1 python -m fused_kernels.demo``
-runs the kernels, numpy's BLAS and torch on one thread each (read when the libraries load;
-the header line says what each got).
+times jump; ``FUSED_KERNELS_NUM_THREADS=1 OMP_NUM_THREADS=1
+XLA_FLAGS=--xla_cpu_multi_thread_eigen=false python -m fused_kernels.demo`` runs the kernels,
+numpy's BLAS, torch and XLA on one thread each, as ``bench_fused.py --threads 1`` does (read
+when the libraries load; the line under the header says what each got).
 """
 
 from __future__ import annotations
