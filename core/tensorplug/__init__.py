@@ -16,7 +16,6 @@ from ._registry import (AdapterInfo, AdapterRecord, ExchangeTable, adapters, out
                         unregister_adapter)
 from ._types import Device
 from .gradients import backward
-from .hookspecs import hookimpl
 from .ops import Op, get_op, op
 from .shapes import Output, TensorSpec, like
 
@@ -73,11 +72,15 @@ def remove_global_func(name: str) -> None:
 
 def __getattr__(name: str):
     # The C++ build helpers import subprocess/hashlib machinery, the hub its JSON and file
-    # machinery (and urllib once a source is remote): load on first use.
+    # machinery (and http.client once a source is remote), hookimpl pluggy: load on first use.
     if name in ("cpp", "hub"):
         import importlib
 
         return importlib.import_module(f"tensorplug.{name}")
+    if name == "hookimpl":
+        from .hookspecs import hookimpl
+
+        return hookimpl
     raise AttributeError(f"module 'tensorplug' has no attribute '{name}'")
 
 

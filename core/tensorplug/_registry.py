@@ -8,61 +8,53 @@ clears that cache.
 from __future__ import annotations
 
 import sys
-import threading
 import warnings
-from dataclasses import dataclass, field
+from _thread import RLock
+from collections import namedtuple
 
-import pluggy
-
-from . import _core, hookspecs
+from . import _core
 
 ENTRY_POINT_GROUP = "tensorplug.adapters"
 
 
-@dataclass(frozen=True)
-class AdapterInfo:
-    """What an adapter says about itself (``tensorplug_adapter_info`` hook).
+class AdapterInfo(namedtuple("AdapterInfo", ("name", "framework", "tensor_types", "capabilities", "fast_path",
+                                             "framework_distribution", "stream_kinds", "op_namespaces"),
+                             defaults=((), ("exchange", "stream", "allocator", "output"), True, None, (), ()))):
+    """What an adapter says about itself (``tensorplug_adapter_info`` hook), made with
+    keywords: ``AdapterInfo(name="torch", framework="torch", tensor_types=("torch.Tensor",))``.
 
-    ``framework`` is the import name of the framework module (``"torch"``),
-    ``framework_distribution`` the name it is installed under (``"paddlepaddle"``),
-    ``tensor_types`` the qualified names of the types it claims, ``capabilities`` a subset
-    of ``("exchange", "stream", "allocator", "output")`` and ``fast_path`` whether its
-    tables are C tables (True) or built from Python callables (False).
-    ``op_namespaces`` names the operator namespaces the framework's own operators live in
+    ``name`` the adapter's name; ``framework`` the import name of the framework module
+    (``"torch"``); ``tensor_types`` the qualified names of the types it claims (default
+    none); ``capabilities`` a subset of ``("exchange", "stream", "allocator", "output",
+    "compiler")`` (default the first four); ``fast_path`` whether its tables are C tables
+    (True, the default) or built from Python callables (False); ``framework_distribution``
+    the name the framework is installed under (``"paddlepaddle"``; default None: its
+    import name); ``stream_kinds`` the device types whose streams the adapter reports;
+    ``op_namespaces`` the operator namespaces the framework's own operators live in
     (torch: ``aten``, ``prim``, ``prims``): :func:`tensorplug.op` refuses to declare an
     operator there, where the framework's operator of the same name would run instead.
+    Immutable (a named tuple: ``import tensorplug`` pays for no dataclass machinery).
     """
 
-    name: str
-    framework: str
-    tensor_types: tuple[str, ...] = ()
-    capabilities: tuple[str, ...] = ("exchange", "stream", "allocator", "output")
-    fast_path: bool = True
-    framework_distribution: str | None = None
-    stream_kinds: tuple[str, ...] = ()  # device types whose streams the adapter reports
-    op_namespaces: tuple[str, ...] = ()  # operator namespaces the framework owns
+    __slots__ = ()
 
 
-@dataclass(frozen=True)
-class AdapterRecord:
+class AdapterRecord(namedtuple("AdapterRecord", ("name", "distribution", "distribution_version", "framework",
+                                                 "framework_installed", "framework_version", "tensor_types",
+                                                 "capabilities", "fast_path", "error", "plugin"),
+                               defaults=(None, None))):
     """One row of :func:`tensorplug.adapters`: the adapter's ``name``, the distribution
     (and its version) that registered it through the ``tensorplug.adapters`` entry point
     (None for :func:`tensorplug.register_adapter`), its framework (whether installed, and
     its version), the ``tensor_types``, ``capabilities`` and ``fast_path`` of its
-    :class:`AdapterInfo`, and ``error``: why the plugin failed to load (then the other
-    fields are empty)."""
+    :class:`AdapterInfo`, ``error``: why the plugin failed to load (then the other fields
+    are empty), and ``plugin``, the plugin object (not shown by ``repr``)."""
 
-    name: str
-    distribution: str | None
-    distribution_version: str | None
-    framework: str | None
-    framework_installed: bool
-    framework_version: str | None
-    tensor_types: tuple[str, ...]
-    capabilities: tuple[str, ...]
-    fast_path: bool | None
-    error: str | None = None
-    plugin: object = field(default=None, repr=False, compare=False)
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={value!r}" for name, value in zip(self._fields[:-1], self[:-1]))
+        return f"AdapterRecord({fields})"
 
 
 class ExchangeTable:
@@ -163,15 +155,30 @@ def _is_capsule(obj) -> bool:
 
 class _Registry:
     def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self.pm = pluggy.PluginManager("tensorplug")
-        self.pm.add_hookspecs(hookspecs)
+        self._lock = RLock()
+        self._pm = None
         self.loaded = False
         self.sources: dict[int, tuple[str | None, str | None]] = {}  # id(plugin) -> (dist, version)
         self.errors: list[AdapterRecord] = []
         # Called with the plugin just registered (None after an unregistration); the ops
         # module forgets its per-type answers and tells a new adapter of every op.
         self.listeners: list = []
+
+    @property
+    def pm(self):
+        """The pluggy PluginManager, made on first use: ``import tensorplug`` imports no
+        pluggy (nor the inspect machinery it brings), only the first adapter lookup does."""
+        if self._pm is None:
+            with self._lock:
+                if self._pm is None:
+                    import pluggy
+
+                    from . import hookspecs
+
+                    pm = pluggy.PluginManager("tensorplug")
+                    pm.add_hookspecs(hookspecs)
+                    self._pm = pm
+        return self._pm
 
     def ensure_loaded(self) -> None:
         if self.loaded:

@@ -7,9 +7,12 @@ Annotations are strings naming types a stub can import (``STUB_IMPORTS``).
 
 from __future__ import annotations
 
-import inspect
 import keyword
 import re
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (import time: docs/decisions.md)
+if TYPE_CHECKING:
+    import inspect
 
 _ANNOTATIONS = {
     "view": "Tensor", "tensor": "Tensor", "int": "int", "float": "float", "bool": "bool",
@@ -73,6 +76,8 @@ def _python_name(name: str) -> str:
 
 def build(name: str, text: str | None) -> inspect.Signature:
     """The signature of function ``name`` from ``"x:view;y:?int->tensor"`` (None: ``*args``)."""
+    import inspect  # on the first signature asked for, not at ``import tensorplug``
+
     if text is None:
         return inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL, annotation=UNKNOWN)],
                                  return_annotation=UNKNOWN)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 from . import _core
 
@@ -20,11 +20,10 @@ DTYPE_NAMES = tuple(name for name, _code, _bits in VOCABULARY["dtypes"])
 ERROR_KINDS = VOCABULARY["error_kinds"]
 
 
-class Device(NamedTuple):
+class Device(namedtuple("Device", ("type", "index"), defaults=(0,))):
     """A device: ``Device("cuda", 0)``; ``str()`` gives ``"cuda:0"``."""
 
-    type: str
-    index: int = 0
+    __slots__ = ()
 
     @property
     def dlpack(self) -> tuple[int, int]:

@@ -54,10 +54,14 @@ checking each gradient with :meth:`BoundBackward.check_gradient`.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections import namedtuple
 
 from . import _core
 from .shapes import like
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (import time: docs/decisions.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 _SCALAR_KINDS = frozenset({"int", "float", "bool", "str", "device", "dtype", "ints"})
 _TENSOR_KINDS = frozenset({"view", "tensor"})
@@ -118,14 +122,11 @@ def backward(function, *, saves=(), differentiable, grads=None, contiguous=()) -
                     contiguous)
 
 
-class Saved(NamedTuple):
+class Saved(namedtuple("Saved", ("name", "index", "is_result", "is_tensor"))):
     """One saved value: ``name`` as declared, ``index`` the op parameter's position or the
     result's index, ``is_result``, ``is_tensor``."""
 
-    name: str
-    index: int
-    is_result: bool
-    is_tensor: bool
+    __slots__ = ()
 
 
 class BoundBackward:

@@ -10,16 +10,19 @@ or breaking the graph. No framework is imported here.
 
 from __future__ import annotations
 
-import inspect
 import re
-import threading
-from typing import Any, NamedTuple
+from _thread import allocate_lock
+from collections import namedtuple
 
 from . import _core
 from ._registry import registry
 from .gradients import Backward, BoundBackward
 from .shapes import RuleError, TensorSpec, compile_returns
 from .sharding import ShardingRule, compile_sharding
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (import time: docs/decisions.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 # The signature kinds (csrc/include/tensorplug/vocabulary.h) as an op sees them: each
 # parameter kind is a tensor, a scalar, or one no compiler can trace (tests/test_op.py
@@ -42,15 +45,12 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*")
 _LISTS = (list, tuple)
 
 
-class Param(NamedTuple):
+class Param(namedtuple("Param", ("name", "kind", "optional", "written"), defaults=(False, False))):
     """One parameter of an op: ``name``, signature ``kind`` (``"view"``, ``"int"``, ...,
     without the optional marker), ``optional`` (accepts None) and ``written`` (the kernel
     writes this tensor in place)."""
 
-    name: str
-    kind: str
-    optional: bool = False
-    written: bool = False
+    __slots__ = ()
 
     @property
     def is_tensor(self) -> bool:
@@ -153,6 +153,8 @@ class Op(_core.OpCall):
         self.returns = returns
         self.written: tuple[str, ...] = tuple(p.name for p in params if p.written)
         self.n_outputs = n_outputs
+        import inspect  # when an op is declared, not at ``import tensorplug``
+
         self.__signature__ = inspect.signature(function)
         self.__name__ = self.opname
         writes_doc = f"; it writes {', '.join(self.written)} in place" if self.written else ""
@@ -358,7 +360,7 @@ def _compact(shape, strides) -> bool:
 # Declared ops by name. Kept for the life of the process, as frameworks keep their
 # registrations (a torch.library op cannot be removed).
 _ops: dict[str, Op] = {}
-_ops_lock = threading.Lock()
+_ops_lock = allocate_lock()
 
 
 def op(name: str, function, *, returns=None, writes=(), backward=None, sharding=None, contiguous=()) -> Op:

@@ -23,26 +23,27 @@ their tensors into :class:`tensorplug.TensorSpec` and the specs back into their 
 
 from __future__ import annotations
 
-import ast
 import re
-from typing import Any, Callable, NamedTuple
+from collections import namedtuple
 
 from ._types import Device, as_device
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (import time: docs/decisions.md)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 # Dtype names as tensorplug spells them (DataTypeToString in dtype.h).
 _DTYPE_NAME = re.compile(r"(bool|u?int(8|16|32|64)|float(16|32|64)|bfloat16|complex(64|128)|float[48]_\w+)")
 _CPU = Device("cpu", 0)
 
 
-class TensorSpec(NamedTuple):
+class TensorSpec(namedtuple("TensorSpec", ("shape", "dtype", "device"), defaults=(None,))):
     """A tensor without data: ``shape`` (a tuple of ints, or of a compiler's symbolic
     ints), ``dtype`` (a tensorplug dtype name such as ``"float32"``) and ``device`` (a
     :class:`tensorplug.Device`; None in a shape function's result: the device of the
     call's primary tensor, see :class:`tensorplug.Output`)."""
 
-    shape: tuple
-    dtype: str
-    device: Device | None = None
+    __slots__ = ()
 
 
 def dtype_name(dtype) -> str:
@@ -222,9 +223,10 @@ def _compile_device(rule, by_name, tensors, where: str):
     return lambda bound: fixed
 
 
-_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-    ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b,
+# The operators of a dimension expression, by the name of their ast class.
+_BINOPS: dict[str, Callable[[Any, Any], Any]] = {
+    "Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mult": lambda a, b: a * b,
+    "FloorDiv": lambda a, b: a // b, "Mod": lambda a, b: a % b,
 }
 
 
@@ -235,6 +237,8 @@ def _compile_dim(dim, by_name, where: str):
         return lambda bound: dim
     if not isinstance(dim, str):
         raise RuleError(f"{where}: expected an int or an expression string, got {dim!r}")
+    import ast  # when a rule is compiled, not at ``import tensorplug``
+
     try:
         tree = ast.parse(dim.strip(), mode="eval").body
     except SyntaxError:
@@ -250,8 +254,8 @@ def _compile_dim(dim, by_name, where: str):
                 raise RuleError(f"{where}: {node.id!r} in {dim!r} is not an integer parameter")
             name = node.id
             return lambda bound: bound[name]
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            op, left, right = _BINOPS[type(node.op)], build(node.left), build(node.right)
+        if isinstance(node, ast.BinOp) and type(node.op).__name__ in _BINOPS:
+            op, left, right = _BINOPS[type(node.op).__name__], build(node.left), build(node.right)
             return lambda bound: op(left(bound), right(bound))
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             inner = build(node.operand)

@@ -36,9 +36,13 @@ Pure Python; no framework is imported here. Adapters read :class:`ShardingRule` 
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+from collections import namedtuple
 
 from .shapes import RuleError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (import time: docs/decisions.md)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: The short form for ops whose tensors all have one shape, split alike.
 ELEMENTWISE = "elementwise"
@@ -129,21 +133,14 @@ class ShardingRule:
         return BoundRule(self, op, specs, inputs, outs, results, frozenset(splittable), sizes)
 
 
-class BoundRule(NamedTuple):
+class BoundRule(namedtuple("BoundRule", ("rule", "op", "specs", "inputs", "outputs", "results", "splittable", "sizes"))):
     """A :class:`ShardingRule` for one call, ``...`` expanded into factors of their own
     (named ``...0``, ``...1``, ...): ``inputs`` the term of each tensor argument given (by
     parameter name), ``outputs`` the term of each allocated tensor, ``results`` the terms
     of the results the frameworks return (written arguments given, then outputs),
     ``splittable`` the factors that may be split, ``sizes`` each factor's size."""
 
-    rule: ShardingRule
-    op: Any
-    specs: dict
-    inputs: dict[str, tuple[str, ...]]
-    outputs: tuple[tuple[str, ...], ...]
-    results: tuple[tuple[str, ...], ...]
-    splittable: frozenset[str]
-    sizes: dict[str, Any]
+    __slots__ = ()
 
     def check_split(self, parts: dict[str, int]) -> None:
         """Refuse (ValueError naming the op) the split of factor ``f`` into ``parts[f]``
