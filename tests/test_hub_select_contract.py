@@ -146,6 +146,16 @@ def test_each_rocm_target_against_each_device():
         assert got == {code: code.split(":")[0] == device for code in codes}, device
 
 
+def test_another_abi_or_os_never_runs_either_way():
+    # older or newer, before or after in any order: only the runtime's own ABI and OS run
+    for build_abi, runtime_abi in ((1, 2), (2, 1)):
+        assert [c.why for c in _select([_build(abi=build_abi)], _machine(abi=runtime_abi)).candidates] == \
+            [f"built for tensorplug ABI {build_abi}, this runtime is ABI {runtime_abi}"]
+    for build_os, machine_os in (("freebsd", "linux"), ("linux", "freebsd")):
+        assert [c.why for c in _select([_build(os=build_os)], _machine(os=machine_os)).candidates] == \
+            [f"built for {build_os}, this is {machine_os}"]
+
+
 def test_the_reasons_a_build_is_rejected_or_ranked_below():
     m = _machine(libc=None, libc_version=None)
     assert [c.why for c in _select([_build()], m).candidates] == ["built for glibc, this process uses no known libc"]
