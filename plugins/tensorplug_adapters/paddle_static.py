@@ -127,8 +127,8 @@ def call(op, args, kwargs):
     """``op`` called on paddle values (static ``Value``s under ``to_static``, or eager
     tensors) as its paddle operator: one node ``tensorplug_op<n>_<k>``."""
     if not register():
-        raise RuntimeError(f"{op.name}: called inside a paddle static program, where it must be a paddle operator, "
-                           f"but {_error}")
+        raise RuntimeError(f"{op.name}: this call needs paddle's operator for the op (inside paddle.jit.to_static, "
+                           f"or where a gradient may flow), but {_error}")
     paddle = _paddle()
     bound = op.bind(args, kwargs)
     tensors, entries, written = [], [], []
@@ -158,9 +158,8 @@ def call(op, args, kwargs):
     if len(tensors) > MAX_TENSORS:
         raise ValueError(f"{op.name}: {len(tensors)} tensors inside a paddle static program; paddle's tensorplug "
                          f"operator takes at most {MAX_TENSORS}")
-    declared = op.backward
-    # Tensors the declaration does not differentiate but that want a gradient: the grad
-    # kernel refuses them by name when a gradient reaches them.
+    # Tensors that want a gradient: the grad kernel refuses those the declaration does not
+    # differentiate, by name, when a gradient reaches them.
     needs = [i for i, t in enumerate(tensors) if not getattr(t, "stop_gradient", True)]
     spec = {"name": op.name, "p": entries, "w": written, "g": needs, "k": _kernel_of(op)}
     # The results as the output rule gives them for this program (-1: a dimension paddle
@@ -175,8 +174,6 @@ def call(op, args, kwargs):
     outs = paddle._C_ops._run_custom_op(f"tensorplug_op{len(tensors)}_{n_results}", *tensors, op.name,
                                         json.dumps(spec, separators=(",", ":")))
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-    if declared is None and op.n_outputs:
-        pass  # the grad operator refuses, naming the op, when a gradient reaches it
     results = outs[:op.n_outputs]
     for i, new in zip(written, outs[op.n_outputs:]):
         paddle.assign(new, output=tensors[i])  # the caller's tensor gets the written value
