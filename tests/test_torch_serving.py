@@ -22,6 +22,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import grad_kernels  # noqa: E402  (tests/grad_kernels.py)
 import op_kernels  # noqa: E402  (tests/op_kernels.py)
 
 import tensorplug  # noqa: E402
@@ -92,7 +93,9 @@ class _Model(torch.nn.Module):
         y = self.ops.scale(x, 2.0, None)          # allocating: like("x")
         out = torch.empty_like(y)
         self.ops.axpy(y, x, out, 0.5)             # destination passing: writes out
-        return self.ops.row_sum(out) + 1          # allocating: Output(shape=("x.shape[0]",), dtype="x")
+        # allocating: Output(shape=("x.shape[0]",), dtype="x"); then a kernel of another
+        # library that raises on a non-compact tensor, declared contiguous=("x",), given x.t()
+        return self.ops.row_sum(out) + 1, self.ops.strict_cube(x.t())
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +103,10 @@ def package(tmp_path_factory):
     """A package calling three tensorplug ops (one writing its argument), with and without
     the record, and the eager model's values."""
     module = op_kernels.ops().module
+    strict = tensorplug.load_module(cpp.build("grad_kernels", [grad_kernels.SOURCE]))
     ops = SimpleNamespace(
+        strict_cube=tensorplug.op("tpserve::strict_cube", strict.strict_cube, returns=tensorplug.like("x"),
+                                  contiguous=("x",)),
         scale=tensorplug.op("tpserve::scale", module.scale, returns=tensorplug.like("x")),
         axpy=tensorplug.op("tpserve::axpy", module.axpy),
         row_sum=tensorplug.op("tpserve::row_sum", module.row_sum,
@@ -113,12 +119,15 @@ def package(tmp_path_factory):
     path = str(root / "model.pt2")
     shutil.copy(bare, path)
     torch_aoti.add_ops(path, module, [ops.scale, ops.axpy, ops.row_sum])
-    return SimpleNamespace(path=path, bare=bare, root=root, module=module, expected=model(x).tolist())
+    torch_aoti.add_ops(path, strict, [ops.strict_cube])
+    first, cube = model(x)
+    return SimpleNamespace(path=path, bare=bare, root=root, module=module, strict=strict, expected=first.tolist(),
+                           cube=cube.flatten().tolist())
 
 
-def _values(text):
-    line = next(line for line in text.splitlines() if line.startswith("values "))
-    return [float(v) for v in line.split()[1:]]
+def _values(text, output=0):
+    lines = [line for line in text.splitlines() if line.startswith("values ")]
+    return [float(v) for v in lines[output].split()[1:]]
 
 
 def test_the_runner_links_no_libpython(runner):
@@ -130,8 +139,10 @@ def test_the_runner_links_no_libpython(runner):
 def test_a_cpp_process_without_python_runs_the_package(runner, package):
     rc, out = _run(runner, "run", package.path)
     assert rc == 0, out
-    assert "registered 3" in out
+    assert "registered 4" in out
     assert _values(out) == package.expected  # [7.0, 25.0]: the eager model's values, exactly
+    # strict_cube raises on a non-compact x: the registration library passed a compact copy of x.t()
+    assert _values(out, 1) == package.cube
     assert "libpython: none" in out  # /proc/self/maps, read by the runner before and after
 
 
@@ -143,7 +154,8 @@ def test_without_the_registration_library_torch_finds_no_op(runner, package):
 
 def test_kernel_libraries_are_found_in_a_deployment_folder(runner, package, tmp_path):
     # Shipped elsewhere: the record's absolute paths give way to library_dir (by file name).
-    shutil.copy(package.module.path, tmp_path / os.path.basename(package.module.path))
+    for library in (package.module.path, package.strict.path):
+        shutil.copy(library, tmp_path / os.path.basename(library))
     rc, out = _run(runner, "run", package.path, tmp_path)
     assert rc == 0 and _values(out) == package.expected, out
 
@@ -151,7 +163,8 @@ def test_kernel_libraries_are_found_in_a_deployment_folder(runner, package, tmp_
 def test_native_libraries_lists_what_a_deployment_ships(package):
     _need_compiler()
     assert torch_aoti.native_libraries(package.path, torch=torch) == [
-        os.path.join(cpp.lib_dir(), "libtensorplug.so"), torch_serving.build(torch), package.module.path]
+        os.path.join(cpp.lib_dir(), "libtensorplug.so"), torch_serving.build(torch), package.module.path,
+        package.strict.path]
 
 
 def _bad_package(package, tmp_path, change):
@@ -243,6 +256,17 @@ def test_the_cpp_process_evaluates_a_rule_as_python_does(runner, package, tmp_pa
     assert rc == 0 and _values(out) == package.expected, out
 
 
+def test_the_package_hands_the_kernel_a_strided_tensor_the_copy_makes_compact(runner, package, tmp_path):
+    # Without the record's contiguous mark, strict_cube gets x.t() as the package passes it
+    # (strided) and refuses it, naming the op: the compact copy above is the registration
+    # library's, not the package's.
+    def change(entries):
+        next(e for e in entries if e["name"] == "tpserve::strict_cube")["params"][0]["contiguous"] = False
+    rc, out = _run(runner, "run", _bad_package(package, tmp_path, change))
+    assert rc == 3, out
+    assert "tpserve::strict_cube(): ValueError: strict_cube: x must be contiguous, got strides [1, 3]" in out, out
+
+
 def test_a_record_of_another_version_is_refused(runner, package, tmp_path):
     path = str(tmp_path / "v1.pt2")
     shutil.copy(package.bare, path)
@@ -256,7 +280,8 @@ def test_a_record_of_another_version_is_refused(runner, package, tmp_path):
 def test_a_python_process_still_loads_a_version_2_record(package):
     # torch_aoti.load_package reads the record it writes (the ops are declared in this process already).
     model = torch_aoti.load_package(package.path)
-    assert model(torch.arange(6, dtype=torch.float32).reshape(2, 3)).tolist() == package.expected
+    first, cube = model(torch.arange(6, dtype=torch.float32).reshape(2, 3))
+    assert first.tolist() == package.expected and cube.flatten().tolist() == package.cube
 
 
 

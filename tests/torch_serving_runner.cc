@@ -5,7 +5,7 @@
 // checks its own /proc/self/maps for libpython before and after.
 //
 //   torch_serving_runner register|run <package.pt2> [library_dir]
-// Prints "registered <n>", then (run) "values <v0> <v1> ...", and "libpython: none" at the
+// Prints "registered <n>", then (run) "values <v0> <v1> ..." per output, and "libpython: none" at the
 // end; a c10::Error is printed as "c10::Error: <message>", another exception as
 // "std::exception: <message>", with exit status 3.
 #include <ATen/ATen.h>
@@ -44,10 +44,12 @@ int main(int argc, char** argv) {
       torch::inductor::AOTIModelPackageLoader loader(package);
       at::Tensor x = at::arange(6, at::kFloat).reshape({2, 3});
       std::vector<at::Tensor> outputs = loader.run({x});
-      at::Tensor y = outputs.at(0).contiguous();
-      std::printf("values");
-      for (int64_t i = 0; i < y.numel(); ++i) std::printf(" %.9g", y.data_ptr<float>()[i]);
-      std::printf("\n");
+      for (const at::Tensor& output : outputs) {
+        at::Tensor y = output.contiguous();
+        std::printf("values");
+        for (int64_t i = 0; i < y.numel(); ++i) std::printf(" %.9g", y.data_ptr<float>()[i]);
+        std::printf("\n");
+      }
     }
   } catch (const c10::Error& e) {
     std::printf("c10::Error: %s\n", e.what_without_backtrace());

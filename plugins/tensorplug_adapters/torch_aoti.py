@@ -27,8 +27,9 @@ each entry an op's ``name``, kernel ``library`` (absolute path) and ``function``
 (its output rule as declared, plus ``program``: the rule compiled into the form the C++
 registration library evaluates, see :func:`_rule_program`), ``writes``, ``schema`` (torch's,
 without the name), ``overloads`` (the overload names Python registers: ``""``, ``"mutable"``
-for an op that writes, ``"nograd"``, ``"grad"``), ``params`` (name, kind, optional, written)
-and ``outputs`` (the number of results). Version 1 records (no ``version`` key) lack the
+for an op that writes, ``"nograd"``, ``"grad"``), ``params``
+(name, kind, optional, written, contiguous: declared with ``contiguous=``) and ``outputs``
+(the number of results). Version 1 records (no ``version`` key) lack the
 last four; :func:`load_package` reads both, the C++ library version 2 only.
 """
 
@@ -71,8 +72,8 @@ def add_ops(package_path: str, module, ops) -> None:
         entries.append({"name": op.name, "library": os.path.abspath(module.path), "function": fn,
                         "returns": _rule_record(op), "writes": list(op.written), "schema": schema(op),
                         "overloads": ["", *([FUNCTIONALIZABLE] if op.written else []), NO_GRAD, GRAD],
-                        "params": [{"name": p.name, "kind": p.kind, "optional": p.optional, "written": p.written}
-                                   for p in op.params],
+                        "params": [{"name": p.name, "kind": p.kind, "optional": p.optional, "written": p.written,
+                                    "contiguous": p.name in op.contiguous} for p in op.params],
                         "outputs": op.n_outputs})
     write_record(package_path, entries)
 

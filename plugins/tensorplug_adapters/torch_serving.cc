@@ -8,7 +8,8 @@
 //
 // The kernel here is a narrower plan than the Python process's (csrc/python/torch_native.cc,
 // which lives in tensorplug's Python extension and so cannot be loaded here): parameters are
-// tensors (optional too), ints, floats and bools; results are new tensors, allocated
+// tensors (optional too; a contiguous= one passed as a compact copy where it is not), ints,
+// floats and bools; results are new tensors, allocated
 // through torch while the call runs; the output rule is checked as far as the record's
 // compiled form reaches (torch_aoti._rule_program); the CPU key only (no CUDA stream is
 // bound, no Autograd kernel, no fake kernel: a package's proxy executor needs none). One call
@@ -321,6 +322,7 @@ struct Param {
   char kind;  // t(ensor), i(nt), f(loat), b(ool)
   bool optional;
   bool written;
+  bool contiguous;  // declared contiguous=: a non-compact tensor is passed as a compact copy
 };
 
 // One output rule in its compiled form (torch_aoti._rule_program).
@@ -374,6 +376,8 @@ class Kernel final : public c10::OperatorKernel {
     const c10::IValue* args = stack->data() + (stack->size() - n);
     std::vector<DLTensor> views(n);
     std::vector<TPAny> packed(n);
+    std::vector<at::Tensor> copies;  // compact copies of contiguous= arguments, kept for the call
+    copies.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       const Param& p = op.params[i];
       const c10::IValue& v = args[i];
@@ -383,7 +387,8 @@ class Kernel final : public c10::OperatorKernel {
         a.type_index = kTPNone;
         a.v_int64 = 0;
       } else if (p.kind == 't' && v.isTensor()) {
-        const at::Tensor& t = v.toTensor();
+        const at::Tensor& given = v.toTensor();
+        const at::Tensor& t = p.contiguous && !given.is_contiguous() ? copies.emplace_back(given.contiguous()) : given;
         const DtypePair* dtype = ByTorch(t.scalar_type());
         TORCH_CHECK(dtype != nullptr, op.name, "() argument '", p.name, "': expected a tensor of a DLPack dtype, got ",
                     t.scalar_type());
@@ -652,8 +657,9 @@ std::shared_ptr<Op> ReadOp(const Json& entry, const std::string& library_dir, Re
   op->function = entry.at("function", where).s;
   op->outputs = entry.at("outputs", where).i;
   for (const Json& p : entry.at("params", where).items) {
+    const Json* contiguous = p.get("contiguous");
     Param param{p.at("name", where).s, ParamKind(p.at("kind", where).s), p.at("optional", where).b,
-                p.at("written", where).b};
+                p.at("written", where).b, contiguous != nullptr && contiguous->b};
     TORCH_CHECK(param.kind != 0, "op '", op->name, "' (kernel library '", op->library, "'): parameter '", param.name,
                 "' is of kind '", p.at("kind", where).s, "', which the registration library does not take (it takes "
                 "tensors, ints, floats and bools; a Python process serves the rest)");
