@@ -418,6 +418,10 @@ MUTATIONS = [
              "  if (const char* signature = nullptr) {",
              ("tests/test_torch_serving.py", "-k", "signature_is_not"),
              "a kernel library rebuilt with other parameters is called with the recorded ones' values"),
+    Mutation("serving-contiguous-not-copied", "plugins/tensorplug_adapters/torch_serving.cc",
+             "p.contiguous && !given.is_contiguous() ?", "false ?",
+             ("tests/test_torch_serving.py", "-k", "without_python_runs"),
+             "the C++ process hands a kernel declaring contiguous= the package's strided tensor"),
     # ---- issue 42: libraries built for apache tvm-ffi, through the bridge -------------------
     Mutation("tvm-ffi-allocator-not-restored", "core/tensorplug/tvm_ffi/bridge.cc",
              "    TVMFFIEnvSetDLPackManagedTensorAllocator(allocator, 0, nullptr);\n", "",
