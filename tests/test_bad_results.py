@@ -227,7 +227,7 @@ def test_valid_devices_still_pass(m):
     with pytest.raises(TypeError) as info:
         m.device_id("cuda:x")
     assert str(info.value) == ("device_id() argument 1 'device': expected a device such as 'cpu', 'cuda:0' or "
-                               "(device_type, device_id), got str")
+                               "(device_type, device_id), got 'cuda:x' (str)")
 
 
 # ------------------------------------------------------- 5. callback return values ----

@@ -69,7 +69,8 @@ def test_wrong_arity(kernels):
     x = np.zeros(3, dtype=np.float32)
     with pytest.raises(TypeError, match=r"^scale\(\) takes 3 arguments \(x, y, alpha\), got 2$"):
         kernels.scale(x, x)
-    with pytest.raises(TypeError, match=r"unexpected keyword argument 'beta'"):
+    with pytest.raises(TypeError, match=r"^scale\(\) got an unexpected keyword argument 'beta'; its parameters are 'x', "
+                                        r"'y', 'alpha'$"):
         kernels.scale(x, x, beta=1.0)
     with pytest.raises(TypeError, match=r"multiple values for argument 'x'"):
         kernels.scale(x, x, 1.0, x=x)

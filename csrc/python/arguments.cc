@@ -153,13 +153,24 @@ bool ConvertStr(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
   return true;
 }
 
+// A device or dtype argument that is none: its value is what was wrong, so it is shown
+// ("got 'cpux' (str)"), not only its type.
+static PyObject* ArgErrorShowingValue(FunctionObject* f, int i, const Param* param, const char* expected, PyObject* obj) {
+  PyErr_Clear();
+  PyObject* shown = PyObject_Repr(obj);
+  if (!shown) return ArgError(f, i, param, expected, obj);
+  PyErr_Format(PyExc_TypeError, "%U() %s: expected %s, got %U (%s)", f->name, ArgLabel(i, param, -1).c_str(), expected,
+               shown, Py_TYPE(obj)->tp_name);
+  Py_DECREF(shown);
+  return nullptr;
+}
+
 bool ConvertDevice(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
   TPAny& out = frame.packed[i];
   out.type_index = kTPDevice;
   if (int rc = ToDevice(obj, &out.v_device); rc != 0) {
     if (rc == -1) return AnnotateError(f, i, param), false;
-    PyErr_Clear();
-    return ArgError(f, i, param, "a device such as 'cpu', 'cuda:0' or (device_type, device_id)", obj), false;
+    return ArgErrorShowingValue(f, i, param, "a device such as 'cpu', 'cuda:0' or (device_type, device_id)", obj), false;
   }
   return true;
 }
@@ -167,10 +178,7 @@ bool ConvertDevice(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, co
 bool ConvertDType(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
   TPAny& out = frame.packed[i];
   out.type_index = kTPDataType;
-  if (ToDType(obj, &out.v_dtype) != 0) {
-    PyErr_Clear();
-    return ArgError(f, i, param, "a dtype such as 'float32'", obj), false;
-  }
+  if (ToDType(obj, &out.v_dtype) != 0) return ArgErrorShowingValue(f, i, param, kDTypeExpected, obj), false;
   return true;
 }
 

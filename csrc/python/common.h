@@ -246,6 +246,10 @@ int MakePythonFunction(PyObject* callable, TPFunctionHandle* out, PyObject* call
 PyObject* DeviceToPython(DLDevice device);
 PyObject* DTypeToPython(DLDataType dtype);
 bool DTypeFromString(const char* s, DLDataType* out);
+// What a dtype argument accepts, for messages: "expected " kDTypeExpected ", got ...".
+constexpr const char kDTypeExpected[] =
+    "a dtype: bool, int8/16/32/64, uint8/16/32/64, float16/32/64, bfloat16, complex64/128, a float8 kind "
+    "(float8_e4m3fn, float8_e5m2, ...) or a framework's dtype (numpy.float32, torch.float32)";
 bool DeviceFromString(const char* s, DLDevice* out);
 const char* DeviceTypeName(int32_t device_type);
 int32_t DeviceTypeFromName(const std::string& name);

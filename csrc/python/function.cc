@@ -139,7 +139,16 @@ __attribute__((noinline)) PyObject* CallWithKeywords(FunctionObject* f, PyObject
     if (!key) return nullptr;
     size_t pos = 0;
     while (pos < n && sig->params[pos].name != key) ++pos;
-    if (pos == n) return PyErr_Format(PyExc_TypeError, "%U() got an unexpected keyword argument '%s'", f->name, key);
+    if (pos == n) {
+      std::string names;
+      for (const auto& param : sig->params) names += (names.empty() ? "'" : ", '") + param.name + "'";
+      if (names.empty()) {
+        return PyErr_Format(PyExc_TypeError, "%U() got an unexpected keyword argument '%s'; it takes no arguments",
+                            f->name, key);
+      }
+      return PyErr_Format(PyExc_TypeError, "%U() got an unexpected keyword argument '%s'; its parameters are %s",
+                          f->name, key, names.c_str());
+    }
     if (bound[pos]) return PyErr_Format(PyExc_TypeError, "%U() got multiple values for argument '%s'", f->name, key);
     bound[pos] = args[nargs + k];
   }

@@ -286,7 +286,7 @@ PyObject* EmptyPy(PyObject*, PyObject* args) {
   const char* dtype_str = PyUnicode_AsUTF8(dtype_text);
   bool ok = dtype_str && DTypeFromString(dtype_str, &prototype.dtype);
   Py_DECREF(dtype_text);
-  if (!ok) return PyErr_Format(PyExc_TypeError, "empty() argument 'dtype': expected a dtype such as 'float32', got %R", dtype_obj);
+  if (!ok) return PyErr_Format(PyExc_TypeError, "empty() argument 'dtype': expected %s, got %R", kDTypeExpected, dtype_obj);
   prototype.device = {kDLCPU, 0};
   if (device_obj && device_obj != Py_None) {
     PyObject* text = PyObject_Str(device_obj);
