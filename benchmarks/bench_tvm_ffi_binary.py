@@ -225,6 +225,8 @@ def callgrind_outer(args) -> list[dict]:
         runs += [("jax", side, max(1, args.calls // args.loop))
                  for side in ("jax-tvm-ffi", "tensorplug (destination)", "tensorplug (allocating)")]
         for fw, side, calls in runs:
+            if args.only and args.only not in f"{fw} {side}":
+                continue
             out = Path(tmp) / "callgrind.out"
             cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
                    sys.executable, __file__, "--inner", "--helper", str(helper), "--framework", fw, "--side", side,
@@ -250,6 +252,7 @@ def main(argv=None) -> int:
     parser.add_argument("--loop", type=int, default=1000)
     parser.add_argument("--json")
     parser.add_argument("--callgrind", action="store_true")
+    parser.add_argument("--only", help="with --callgrind: the runs whose '<framework> <side>' contains this")
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--helper", help=argparse.SUPPRESS)
     parser.add_argument("--framework", help=argparse.SUPPRESS)

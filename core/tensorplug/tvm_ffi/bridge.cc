@@ -65,19 +65,44 @@ struct Proxy {
   DLManagedTensorVersioned managed;  // first: tvm-ffi's deleter gets &managed
   DLManagedTensorVersioned* allocated;
   bool claimed;
+  Proxy* next_free;
 };
-thread_local std::vector<Proxy*> t_proxies;  // this thread's live proxies of the current call
+
+// What the bridge keeps per thread, in one thread-local object (one TLS lookup per use): the
+// live proxies of the current call, and freed proxies kept for reuse (a call that allocates
+// then costs no heap allocation of the bridge's own once warm).
+struct ThreadState {
+  std::vector<Proxy*> live;
+  Proxy* free_list = nullptr;
+  int free_count = 0;
+  ~ThreadState() {
+    while (free_list != nullptr) {
+      Proxy* next = free_list->next_free;
+      delete free_list;
+      free_list = next;
+    }
+  }
+};
+thread_local ThreadState t_state;
+constexpr int kKeptProxies = 16;
 
 void DeleteProxy(DLManagedTensorVersioned* self) {
   auto* proxy = reinterpret_cast<Proxy*>(self);
-  for (auto it = t_proxies.begin(); it != t_proxies.end(); ++it) {
+  ThreadState& state = t_state;
+  for (auto it = state.live.begin(); it != state.live.end(); ++it) {
     if (*it == proxy) {
-      t_proxies.erase(it);
+      state.live.erase(it);
       break;
     }
   }
   if (!proxy->claimed && proxy->allocated->deleter) proxy->allocated->deleter(proxy->allocated);
-  delete proxy;
+  if (state.free_count < kKeptProxies) {
+    proxy->next_free = state.free_list;
+    state.free_list = proxy;
+    ++state.free_count;
+  } else {
+    delete proxy;
+  }
 }
 
 int EnvAlloc(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
@@ -90,7 +115,14 @@ int EnvAlloc(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ct
     set_error(error_ctx, kind, message);
     return -1;
   }
-  auto* proxy = new (std::nothrow) Proxy{};
+  ThreadState& state = t_state;
+  Proxy* proxy = state.free_list;
+  if (proxy != nullptr) {
+    state.free_list = proxy->next_free;
+    --state.free_count;
+  } else {
+    proxy = new (std::nothrow) Proxy{};
+  }
   if (proxy == nullptr) {
     if (allocated->deleter) allocated->deleter(allocated);
     set_error(error_ctx, "MemoryError", "out of memory");
@@ -100,7 +132,8 @@ int EnvAlloc(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ct
   proxy->managed.manager_ctx = proxy;
   proxy->managed.deleter = DeleteProxy;
   proxy->allocated = allocated;
-  t_proxies.push_back(proxy);
+  proxy->claimed = false;
+  state.live.push_back(proxy);
   *out = &proxy->managed;
   return 0;
 }
@@ -110,7 +143,7 @@ int EnvAlloc(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ct
 DLManagedTensorVersioned* ClaimAllocation(TVMFFIObject* obj, bool sole) {
   if (!sole || (obj->combined_ref_count & 0xFFFFFFFFu) != 1) return nullptr;
   const DLTensor* t = TVMFFITensorGetDLTensorPtr(obj);
-  for (Proxy* proxy : t_proxies) {
+  for (Proxy* proxy : t_state.live) {
     const DLTensor& a = proxy->managed.dl_tensor;
     if (!proxy->claimed && a.data == t->data && a.byte_offset == t->byte_offset && a.ndim == t->ndim &&
         std::equal(a.shape, a.shape + a.ndim, t->shape)) {
@@ -396,7 +429,8 @@ int CallUnguarded(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
   }
   if (failed) return -1;
 
-  const size_t first_proxy = t_proxies.size();  // calls nest (a kernel calling a kernel)
+  std::vector<Proxy*>& live = t_state.live;
+  const size_t first_proxy = live.size();  // calls nest (a kernel calling a kernel)
   TVMFFIEnvSetDLPackManagedTensorAllocator(EnvAlloc, 0, &env.allocator);
   TVMFFIAny ret;
   ret.type_index = kTVMFFINone;
@@ -406,7 +440,7 @@ int CallUnguarded(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
   env.Restore();
   if (rc != 0) {
     MoveRaisedError();
-    t_proxies.resize(first_proxy);  // a failed call's allocations are tvm-ffi's to free
+    live.resize(first_proxy);  // a failed call's allocations are tvm-ffi's to free
     return -1;
   }
   ffi::Any owned = ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(&ret);
@@ -414,7 +448,7 @@ int CallUnguarded(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
   result->flags = 0;
   int status = ToTP(w, view, true, result);
   owned = ffi::Any();  // drops tvm-ffi's references: unclaimed allocations go with them
-  t_proxies.resize(first_proxy);
+  if (live.size() != first_proxy) live.resize(first_proxy);
   return status;
 }
 
