@@ -50,11 +50,14 @@ def _run(code: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
-def test_sot_from_the_first_call_of_a_fresh_process(ops):
-    # Before issue 43 this failed: SOT simulated the core's first adapter lookup.
-    done = _run("""
-        import paddle, op_kernels
-        ops = op_kernels.ops()
+@pytest.mark.parametrize("first", ["paddle imported first", "op declared first"])
+def test_sot_from_the_first_call_of_a_fresh_process(ops, first):
+    # Before issue 43 this failed: SOT simulated the core's first adapter lookup. An op
+    # declared before `import paddle` is made ready right after it (after_import).
+    start = ("import paddle, op_kernels; ops = op_kernels.ops()" if first.startswith("paddle") else
+             "import sys, op_kernels; ops = op_kernels.ops(); assert 'paddle' not in sys.modules; import paddle")
+    done = _run(f"""
+        {start}
         def f(x):
             return ops.scale(x, 3.0, None) + 1
         print(paddle.jit.to_static(f)(paddle.to_tensor([1.0, 2.0])).numpy().tolist())
