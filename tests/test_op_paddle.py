@@ -188,3 +188,17 @@ def test_saved_program_runs_in_a_fresh_process_that_declares_nothing(ops, tmp_pa
                        "load libraries by itself"), refused
     assert result == "[[4.0, 7.0], [10.0, 13.0], [16.0, 19.0]]"
     assert declared == "None"
+
+
+def test_writing_a_view_inside_full_graph_is_refused(ops):
+    # paddle's to_static cannot write the result back into a view: it refuses the program,
+    # naming the op's line; never a silently unwritten tensor.
+    def f(x, base):
+        out = base[:, 1]  # a view
+        ops.axpy(x, x, out, 1.0)
+        return out * 1
+
+    with pytest.raises(ValueError) as refused:
+        paddle.jit.to_static(f, full_graph=True)(paddle.ones([2]), paddle.zeros([2, 2]))
+    assert "ops.axpy(x, x, out, 1.0)" in str(refused.value)
+    assert "output variable is a viewed Tensor" in str(refused.value)

@@ -176,6 +176,7 @@ def call(op, args, kwargs):
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
     results = outs[:op.n_outputs]
     for i, new in zip(written, outs[op.n_outputs:]):
+        # (A view: paddle's to_static refuses the program when it checks it, naming this line.)
         paddle.assign(new, output=tensors[i])  # the caller's tensor gets the written value
     if op.n_outputs == 0:
         return outs[op.n_outputs] if len(written) == 1 else tuple(outs[op.n_outputs:])
@@ -419,10 +420,12 @@ def _device(value):
     does not say) and for the infer functions, paddle's current device."""
     from tensorplug import Device
 
-    place = getattr(value, "place", None) if value is not None and not isinstance(value, TensorSpec) else None
+    paddle = _paddle()
+    static = value is None or isinstance(value, (TensorSpec, paddle.pir.Value))  # a Value has no place
+    place = None if static else getattr(value, "place", None)
     if place is not None and hasattr(place, "is_gpu_place"):
         return Device("cuda", place.gpu_device_id()) if place.is_gpu_place() else Device("cpu", 0)
-    kind, _, index = _paddle().get_device().partition(":")
+    kind, _, index = paddle.get_device().partition(":")
     return Device("cuda", int(index or 0)) if kind == "gpu" else Device("cpu", 0)
 
 
