@@ -504,7 +504,7 @@ class Kernel final : public c10::OperatorKernel {
       for (size_t d = 0; ok && d < shape.size(); ++d) ok = !known[d] || shape[d] == t.size(d);
       c10::ScalarType dtype = r.dtype_kind == Rule::kParam ? args[r.dtype_param].toTensor().scalar_type() : r.dtype;
       ok = ok && (r.dtype_kind == Rule::kAny || dtype == t.scalar_type());
-      c10::DeviceType device = r.device == c10::DeviceType::CPU ? c10::DeviceType::CPU : r.device;
+      c10::DeviceType device = r.device;  // kFixed's, and kPrimary's: CPU, where every tensor here is
       if (r.device_kind == Rule::kParam) device = args[r.device_param].toTensor().device().type();
       ok = ok && (r.device_kind == Rule::kAny || device == t.device().type());
       if (ok) continue;
