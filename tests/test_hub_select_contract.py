@@ -154,6 +154,11 @@ def test_another_abi_or_os_never_runs_either_way():
     for build_os, machine_os in (("freebsd", "linux"), ("linux", "freebsd")):
         assert [c.why for c in _select([_build(os=build_os)], _machine(os=machine_os)).candidates] == \
             [f"built for {build_os}, this is {machine_os}"]
+    aarch64 = _machine(arch="aarch64", isa="armv9-a")
+    assert [c.why for c in _select([_build(arch="x86_64", isa="x86-64")], aarch64).candidates] == \
+        ["built for x86_64, this machine is aarch64"]
+    assert [c.why for c in _select([_build(arch="aarch64", isa="armv8-a")], _machine()).candidates] == \
+        ["built for aarch64, this machine is x86_64"]
 
 
 def test_the_reasons_a_build_is_rejected_or_ranked_below():
