@@ -449,4 +449,9 @@ MUTATIONS = [
              "        (position, tuple(grad.shape), _dtype(grad.dtype), tuple(expected.shape),",
              ("tests/test_grad_paddle.py", "-k", "wrong_shape"),
              "paddle's grad operator hands back a gradient of another shape than its input"),
+    # ---- issue 45: the site at desktop and phone width -------------------------------------
+    Mutation("site-code-not-wrapped", "docs/_static/site/tensorplug.css",
+             "  white-space: pre-wrap;\n", "",
+             ("tests/test_docs_browser.py", "-k", "fits_its_window"),
+             "long code lines run past the right edge of their box, cut off on the site"),
 ]
