@@ -92,9 +92,7 @@ PATHS = ["python", "python, through the registry", "c++ argument", "c++ by name"
 # A live gap, reported (issue 40; core/tensorplug/numba.py accepts only kTPInt for an int64
 # parameter and only kTPBool for a bool one): from a C++ caller, an int64 parameter refuses
 # a bool and a bool parameter an int, which C++ kernels accept. Strict: fixed, these fail.
-_GAP = pytest.mark.xfail(strict=True, reason="numba.py: int64 refuses a C bool, bool refuses a C int (issue 40)")
-CASES = [pytest.param(kind, path, marks=[_GAP] if kind in ("int64", "bool") and path.startswith("c++") else [])
-         for kind in KINDS for path in PATHS]
+CASES = [pytest.param(kind, path) for kind in KINDS for path in PATHS]
 
 
 @pytest.mark.parametrize("kind, path", CASES)

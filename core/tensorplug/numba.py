@@ -364,7 +364,10 @@ def _generate(name, params, output):
             if not p.written:
                 lines.append(f"    v{i} = _read_only(v{i})")
         else:
-            kinds = {"int": (_KTP_INT,), "float": (_KTP_FLOAT, _KTP_INT), "bool": (_KTP_BOOL,)}[p.kind]
+            # What the C++ casters take (caster.h): an int from kTPInt or kTPBool, a float from
+            # kTPFloat or kTPInt, a bool from kTPBool or kTPInt (Python callers convert first).
+            kinds = {"int": (_KTP_INT, _KTP_BOOL), "float": (_KTP_FLOAT, _KTP_INT),
+                     "bool": (_KTP_BOOL, _KTP_INT)}[p.kind]
             condition = " and ".join(f"_k{i} != {k}" for k in kinds)
             article = "an" if p.kind == "int" else "a"
             lines += [
