@@ -284,6 +284,7 @@ EXTRAS = r"""
 #include <tvm/ffi/container/shape.h>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/error.h>
+#include <tvm/ffi/extra/c_env_api.h>
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/optional.h>
 namespace ffi = tvm::ffi;
@@ -296,12 +297,17 @@ int64_t Product(ffi::Shape shape) { return shape.Product(); }
 int64_t OrMinusOne(ffi::Optional<int64_t> x) { return x.value_or(-1); }
 ffi::Shape ShapeOf(ffi::TensorView x) { return ffi::Shape(x.shape()); }
 ffi::String Greet(ffi::String name) { return "hello " + std::string(name); }
+// The stream tvm-ffi's environment gives the kernel for x's device.
+int64_t StreamOf(ffi::TensorView x) {
+  return reinterpret_cast<int64_t>(TVMFFIEnvGetStream(x.device().device_type, x.device().device_id));
+}
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(identity, Identity);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(fill, Fill);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(product, Product);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(or_minus_one, OrMinusOne);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(shape_of, ShapeOf);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(greet, Greet);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(stream_of, StreamOf);
 """
 
 
@@ -329,3 +335,18 @@ def test_owning_tensors_shapes_optionals_and_strings(extras, fw):
     assert extras.or_minus_one(None) == -1 and extras.or_minus_one(7) == 7
     assert extras.shape_of(fw.from_numpy(np.zeros((2, 3), np.float32))) == [2, 3]
     assert extras.greet("tensorplug") == "hello tensorplug"
+
+
+def test_the_kernel_sees_no_stream_on_the_cpu(extras):
+    assert extras.stream_of(np.zeros(2, np.float32)) == 0
+
+
+def test_the_kernel_sees_the_callers_cuda_stream(extras):
+    torch = pytest.importorskip("torch", reason="torch not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device: the caller's CUDA stream is checked on a GPU machine")
+    stream = torch.cuda.Stream()
+    x = torch.zeros(2, device="cuda")
+    with torch.cuda.stream(stream):
+        assert extras.stream_of(x) == stream.cuda_stream
+    assert extras.stream_of(x) == torch.cuda.current_stream().cuda_stream
