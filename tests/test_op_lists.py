@@ -202,17 +202,19 @@ def test_jax_list_lengths_have_plans_of_their_own(jax):
 
 
 def test_jax_refuses_traced_and_non_int_lists(jax):
+    # The message is the whole first line: jax 0.10 appends more on the next line, jax 0.6.2
+    # (the last for Python 3.10) nothing (tests/pythons/run.py 3.10 found it).
     ops = list_ops()
     jnp = jax.numpy
     a = jnp.ones(3, jnp.float32)
     with pytest.raises(TypeError, match=r"^tplist::filled\(\) argument 'shape': expected a list of Python ints, "
-                                        r"got \[2, 1.5\]\n"):
+                                        r"got \[2, 1.5\](\n|$)"):
         jax.jit(lambda a: ops.filled(a, [2, 1.5], 0.0))(a)
     with pytest.raises(TypeError, match=r"^tplist::filled\(\) argument 'shape': expected a list of Python ints, "
-                                        r"got 3\n"):
+                                        r"got 3(\n|$)"):
         jax.jit(lambda a: ops.filled(a, 3, 0.0))(a)
     with pytest.raises(TypeError, match=r"^tplist::weighted_sum\(\) argument 'xs': expected a list of tensors, "
-                                        r"got \w*Tracer\n"):
+                                        r"got \w*Tracer(\n|$)"):
         jax.jit(lambda a: ops.weighted_sum(a, [1], a))(a)
 
 
