@@ -24,6 +24,8 @@ runs on them. No framework is imported here: jax is taken from ``sys.modules``.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import sys
 import threading
@@ -81,10 +83,14 @@ class ShardedJaxOp:
         # Shardy names factors with identifiers: the rule's own names, "..." expanded ones renamed.
         factors = sorted({f for term in (*rule.inputs.values(), *rule.results) for f in term})
         jax_name = {f: f"f{i}" for i, f in enumerate(factors)}
+        whole = tuple(jax_name[f] for f in factors if f not in rule.splittable)
+        # jax 0.6 (the last for Python 3.10) has no need_replication_factors: its SdyShardingRule
+        # takes every other keyword as a factor's size and refuses this one. Without it the
+        # split is still checked, in shardings() below.
         sdy_rule = SdyShardingRule(
             tuple(ArrayMapping(*(jax_name[f] for f in rule.inputs[name])) for name in names),
             tuple(ArrayMapping(*(jax_name[f] for f in term)) for term in rule.results),
-            need_replication_factors=tuple(jax_name[f] for f in factors if f not in rule.splittable))
+            **({"need_replication_factors": whole} if _takes_need_replication(SdyShardingRule) else {}))
         single = len(rule.results) == 1
 
         def shardings(mesh, arg_shapes):
@@ -134,6 +140,12 @@ class ShardedJaxOp:
             with self.lock:
                 jitted = self.jitted.setdefault(key, jax.jit(lambda *arrays: self(**static, **dict(zip(names, arrays)))))
         return jitted
+
+
+@functools.cache
+def _takes_need_replication(sdy_rule_type) -> bool:
+    """Whether this jax's SdyShardingRule has ``need_replication_factors`` (jax 0.6 has not)."""
+    return "need_replication_factors" in inspect.signature(sdy_rule_type).parameters
 
 
 def _factor_axes(rule, names, specs) -> dict[str, tuple]:
