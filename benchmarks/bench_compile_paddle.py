@@ -74,7 +74,7 @@ def _setup():
     source = source_dir / "native_op.cc"
     if not source.exists() or source.read_text() != NATIVE_SOURCE:
         source.write_text(NATIVE_SOURCE)
-    options = paddle_static._build_options(paddle)
+    options = paddle_static.build_options(paddle)
     path = cpp.build("bench_compile_paddle_native", [source], **options)
     from paddle.utils.cpp_extension import load_op_meta_info_and_register_op
 

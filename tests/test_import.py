@@ -60,8 +60,19 @@ def test_first_party_plugins_use_only_public_names():
                 private += [f"{path.name}: import {a.name}" for a in node.names
                             if a.name.startswith("tensorplug") and "._" in a.name]
             elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
-                private.append(f"{path.name}: .{node.attr}")
+                if node.attr not in FRAMEWORK_PRIVATE.get(path.name, {}):
+                    private.append(f"{path.name}: .{node.attr}")
     assert private == []
+
+
+# A framework's own private names a plugin needs, each with the reason it has no public one.
+# (An attribute check cannot tell whose attribute it reads: these are listed by hand.)
+FRAMEWORK_PRIVATE = {
+    "paddle.py": {"_bump_inplace_version": "paddle.Tensor's in-place version bump, which paddle's own in-place ops "
+                                           "call; paddle exports no public one"},
+    "paddle_static.py": {"_C_ops": "paddle's operator namespace, where custom operators are run by name",
+                         "_run_custom_op": "paddle runs a custom operator registered at run time only through it"},
+}
 
 
 def test_the_registry_module_is_not_shadowed():

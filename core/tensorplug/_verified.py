@@ -112,10 +112,16 @@ def load_module_verified(path, sha256: str, where: str, *, check=None, release_g
 
 
 def load_cdll_verified(path, sha256: str, where: str):
-    """``ctypes.CDLL`` of ``path`` as :func:`open_verified` checked it."""
+    """``ctypes.CDLL`` of ``path`` as :func:`open_verified` checked it. Its ``loaded_from``
+    is the name the loader opened (``/proc/self/fd/N`` of the verified file): a framework
+    that must open the library itself (paddle's operator registry) opens that name, so the
+    loader hands it the library already loaded."""
     import ctypes
 
-    return ctypes.CDLL(open_verified(path, sha256, where))
+    loaded_from = open_verified(path, sha256, where)
+    library = ctypes.CDLL(loaded_from)
+    library.loaded_from = loaded_from
+    return library
 
 
 def file_digest(path) -> str:

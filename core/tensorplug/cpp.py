@@ -186,7 +186,9 @@ def load_cdll(name: str, sources, **build_options):
     """:func:`build` a plain shared library (one that need not export tensorplug functions,
     such as a framework's glue compiled at run time) and open it with ``ctypes.CDLL``,
     verified in the same step as :func:`load` verifies. ``build_options`` are
-    :func:`build`'s keywords but ``stub``."""
+    :func:`build`'s keywords but ``stub``. The library's ``loaded_from`` is the name the
+    loader opened (``/proc/self/fd/N`` of the verified file), for a framework that opens it
+    again by name."""
     if "stub" in build_options:
         raise TypeError("load_cdll() got an unexpected keyword argument 'stub'")
     path, library = _build(name, sources, **build_options)

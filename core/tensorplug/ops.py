@@ -210,7 +210,7 @@ class Op(_core.OpCall):
         if impl is None and self.contiguous and hasattr(arg_type, "__dlpack__"):
             # A tensor no framework's operator claims: the kernel function, its layout
             # contract checked. Not for scalars (a later argument may still be a torch tensor).
-            impl = self._compact_call
+            impl = self.call_compact
         self._impls[arg_type] = impl
         self._traced = tuple(self._impls.items())
         return impl
@@ -264,7 +264,7 @@ class Op(_core.OpCall):
                 raise ValueError(f"op '{self.name}' returned {what} on {got.device}, but its shape rule "
                                  f"declares {want.device}")
 
-    def _compact_call(self, *args, **kwargs):
+    def call_compact(self, *args, **kwargs):
         """The kernel function called for a framework without an operator of its own (numpy,
         cupy, paddle, concrete jax arrays): each ``contiguous`` argument is checked compact,
         a ValueError naming the op and the argument otherwise (the core has no framework
@@ -434,6 +434,12 @@ def get_op(name: str) -> Op | None:
     return _ops.get(name)
 
 
+def declared_ops() -> list[Op]:
+    """Every op declared in this process, in declaration order (an adapter whose framework
+    is imported after ops were declared resolves them for its types)."""
+    return list(_ops.values())
+
+
 def _adapters_changed(plugin) -> None:
     # Every op asks the adapters again; an adapter registered later hears of every op.
     declared = getattr(plugin, "tensorplug_op_declared", None)
@@ -445,7 +451,7 @@ def _adapters_changed(plugin) -> None:
 
 registry.listeners.append(_adapters_changed)
 
-__all__ = ["Op", "Param", "get_op", "op", "parse_signature"]
+__all__ = ["Op", "Param", "declared_ops", "get_op", "op", "parse_signature"]
 
 
 def _describe_bound(bound: dict[str, Any]) -> str:

@@ -108,7 +108,7 @@ def _make_impl(op, paddle):
     from paddle.jit.marker import unified
 
     value_type, tensor_type, grad_enabled = paddle.pir.Value, paddle.Tensor, paddle.is_grad_enabled
-    direct = op._compact_call if op.contiguous else op.function
+    direct = op.call_compact if op.contiguous else op.function
     written = bool(op.written)
 
     def call(*args, **kwargs):
@@ -160,8 +160,7 @@ def tensorplug_op_declared(op):
 
 def _resolve_paddle_types(op, paddle) -> None:
     for arg_type in (paddle.Tensor, paddle.pir.Value):
-        if arg_type not in op._impls:
-            op.resolve(arg_type)
+        op.resolve(arg_type)
     _mark_unified(op, paddle)
 
 
@@ -177,9 +176,9 @@ def _mark_unified(op, paddle) -> None:
 
 
 def _resolve_all_after_import(paddle) -> None:
-    from tensorplug.ops import _ops
+    from tensorplug.ops import declared_ops
 
-    for op in list(_ops.values()):
+    for op in declared_ops():
         _resolve_paddle_types(op, paddle)
 
 

@@ -67,7 +67,8 @@ def _paddle():
     return sys.modules["paddle"]
 
 
-def _build_options(paddle) -> dict:
+def build_options(paddle) -> dict:
+    """The :func:`tensorplug.cpp.build` keywords that compile the operator against ``paddle``'s headers."""
     root = os.path.dirname(paddle.__file__)
     include = os.path.join(root, "include")
     # paddle's headers (and the Python and pybind11 headers paddle/extension.h includes) as
@@ -96,7 +97,7 @@ def register() -> bool:
 
         paddle = import_paddle()
         try:
-            library = cpp.load_cdll(_LIBRARY, [_SOURCE], **_build_options(paddle))
+            library = cpp.load_cdll(_LIBRARY, [_SOURCE], **build_options(paddle))
             set_callbacks = library.tp_paddle_set_callbacks
         except (cpp.BuildError, OSError, ValueError, AttributeError) as e:  # ValueError: IntegrityError
             _error = f"the paddle operator of tensorplug ops could not be built or loaded: {e}"
@@ -111,7 +112,7 @@ def register() -> bool:
         # paddle opens the file ctypes opened (the same inode: the loader shares the mapping).
         from paddle.utils.cpp_extension import load_op_meta_info_and_register_op
 
-        load_op_meta_info_and_register_op(library._name)
+        load_op_meta_info_and_register_op(library.loaded_from)
         _callbacks = (run, infer)
         _library = library
         return True

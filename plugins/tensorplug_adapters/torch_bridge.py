@@ -64,7 +64,9 @@ def _log_failure() -> None:
     _log.log(level, "tensorplug: %s; torch ops keep the stable kernels", _attach_error)
 
 
-def _build_options(torch) -> dict:
+def build_options(torch) -> dict:
+    """The :func:`tensorplug.cpp.build` keywords that compile a source against ``torch``'s
+    headers and libraries (also the serving library's, torch_serving.py)."""
     root = os.path.dirname(torch.__file__)
     include, lib = os.path.join(root, "include"), os.path.join(root, "lib")
     # torch's headers as system headers: the cache's stamp lists the headers a build
@@ -83,7 +85,7 @@ def build(torch) -> str:
     the build fails."""
     from tensorplug import cpp
 
-    return cpp.build(_LIBRARY, [_SOURCE], **_build_options(torch))
+    return cpp.build(_LIBRARY, [_SOURCE], **build_options(torch))
 
 
 def attach(torch) -> bool:
@@ -97,7 +99,7 @@ def attach(torch) -> bool:
     from tensorplug import cpp, exchange
 
     try:
-        library = cpp.load_cdll(_LIBRARY, [_SOURCE], **_build_options(torch))
+        library = cpp.load_cdll(_LIBRARY, [_SOURCE], **build_options(torch))
         init, register_kernel, read = (library.tp_torch_bridge_init, library.tp_torch_bridge_register,
                                        library.tp_torch_bridge_read)
     except (cpp.BuildError, OSError, ValueError, AttributeError) as e:  # ValueError: IntegrityError

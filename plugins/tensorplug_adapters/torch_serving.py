@@ -43,5 +43,5 @@ def build(torch=None) -> str:
 
     if torch is None:
         import torch
-    options = torch_bridge._build_options(torch)
+    options = torch_bridge.build_options(torch)
     return cpp.build(_LIBRARY, [SOURCE], include_dirs=[_HERE], **options)
