@@ -377,7 +377,10 @@ def test_op_declared_before_torch_is_imported_works_in_compiled_code_first():
     assert done.returncode == 0, done.stderr
     lines = done.stdout.split("\n")
     assert lines[0] == "[0.0, 4.0, 8.0]"
-    assert lines[1] == "() False"  # the finder left sys.meta_path after torch's import
+    # torch is no longer watched; the finder stays only while another framework is (paddle's
+    # adapter resolves its types after `import paddle`, when paddle is installed).
+    watched, finder = lines[1].rsplit(" ", 1)
+    assert "torch" not in watched and finder == str(watched != "()"), lines[1]
 
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

@@ -153,12 +153,14 @@ bool ConvertStr(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
   return true;
 }
 
-// A device or dtype argument that is none: its value is what was wrong, so it is shown
-// ("got 'cpux' (str)"), not only its type.
-static PyObject* ArgErrorShowingValue(FunctionObject* f, int i, const Param* param, const char* expected, PyObject* obj) {
+// A device or dtype argument that is none: a string or number typed in is shown ("got
+// 'cpux' (str)"), since its value is what was wrong; other objects by their type, as usual.
+static PyObject* ArgErrorShowingValue(FunctionObject* f, int i, const Param* param, const char* expected,
+                                      PyObject* obj) {
   PyErr_Clear();
+  if (!PyUnicode_Check(obj) && !PyLong_Check(obj) && !PyFloat_Check(obj)) return ArgError(f, i, param, expected, obj);
   PyObject* shown = PyObject_Repr(obj);
-  if (!shown) return ArgError(f, i, param, expected, obj);
+  if (!shown) return nullptr;
   PyErr_Format(PyExc_TypeError, "%U() %s: expected %s, got %U (%s)", f->name, ArgLabel(i, param, -1).c_str(), expected,
                shown, Py_TYPE(obj)->tp_name);
   Py_DECREF(shown);

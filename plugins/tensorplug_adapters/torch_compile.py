@@ -187,7 +187,7 @@ def _kernel(torch, op):
     if op.contiguous:
         call = _compacting(op, call)
     if op.written:
-        call = _bumping(torch, op, call)
+        call = _refusing_inference_writes(torch, op, call)
     if not op.n_outputs:
         return call
     return _checked(torch, op, call)
@@ -220,29 +220,24 @@ _INFERENCE_WRITE = ("Inplace update to inference tensor outside InferenceMode is
                     "for more details.")
 
 
-def _bumping(torch, op, call):
-    """``call`` after bumping torch's version counter of each tensor it writes, as torch's
-    own in-place ops do and the native kernel does (torch_native.cc), so that autograd
-    refuses a backward that saved a written tensor. torch's ``increment_version`` skips
-    an inference tensor silently; outside inference mode the write is refused here, naming
-    the op and the argument, in the native kernel's words, before anything is written."""
+def _refusing_inference_writes(torch, op, call):
+    """``call`` with a write to an inference tensor outside inference mode refused, naming
+    the op and the argument in the native kernel's words, before anything is written. The
+    version bump of each written tensor is the call's own: the kernel function bumps it
+    through the torch table's write hook, as every direct call does (once per call)."""
     written = [(i, p.name, p.kind in ("views", "mviews")) for i, p in enumerate(op.params) if p.written]
-    increment_version = torch.autograd.graph.increment_version
     inference_mode = torch.is_inference_mode_enabled
 
     def kernel(*args):
-        tensors = []
-        for i, name, is_list in written:
-            value = args[i]
-            if value is None:
-                continue
-            items = list(value) if is_list else [value]
-            for j, t in enumerate(items):
-                if t.is_inference() and not inference_mode():
-                    where = f"argument '{name}'" + (f" item {j}" if is_list else "")
-                    raise RuntimeError(f"{op.name}(): RuntimeError: {where}: {_INFERENCE_WRITE}")
-            tensors += items
-        increment_version(tensors)
+        if not inference_mode():
+            for i, name, is_list in written:
+                value = args[i]
+                if value is None:
+                    continue
+                for j, t in enumerate(list(value) if is_list else [value]):
+                    if t.is_inference():
+                        where = f"argument '{name}'" + (f" item {j}" if is_list else "")
+                        raise RuntimeError(f"{op.name}(): RuntimeError: {where}: {_INFERENCE_WRITE}")
         return call(*args)
 
     kernel.__name__ = op.opname
