@@ -78,9 +78,14 @@ def test_the_documented_program_compiles(tmp_path):
 
 
 def _run(runner, *args):
-    # A bare environment: nothing of this Python process (PYTHONPATH, LD_PRELOAD) reaches it.
-    done = subprocess.run([str(runner), *map(str, args)], capture_output=True, text=True, timeout=300,
-                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    # A bare environment: nothing of this Python process (PYTHONPATH) reaches it. Only the
+    # sanitizer run's preloads (tests/sanitize/run.sh) pass: its libtensorplug is instrumented
+    # and needs the ASan runtime loaded first, as in every process of that run.
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    for name in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    done = subprocess.run([str(runner), *map(str, args)], capture_output=True, text=True, timeout=300, env=env)
     return done.returncode, done.stdout + done.stderr
 
 
