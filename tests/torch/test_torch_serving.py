@@ -1,0 +1,344 @@
+"""tensorplug ops in a C++ process without Python (issue 44): an AOTInductor package whose
+model calls an allocating and a destination-passing tensorplug op runs in a C++ runner
+(tests/torch_serving_runner.cc) built against the installed libtorch, with the ops
+registered by the registration library (plugins/tensorplug_adapters/torch_serving.cc);
+bad deployments fail with a c10::Error naming the op and the library, no crash.
+
+The builds are slow on a small machine (the package about 60 s, the runner about 40 s, the
+registration library about 40 s once per torch version, then cached): each is made once per
+test session by the module fixtures.
+"""
+
+import os
+import shutil
+import json
+import operator
+import subprocess
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import grad_kernels  # noqa: E402  (tests/grad_kernels.py)
+import op_kernels  # noqa: E402  (tests/op_kernels.py)
+
+import tensorplug  # noqa: E402
+from tensorplug import cpp  # noqa: E402
+from tensorplug_adapters import torch_aoti, torch_serving  # noqa: E402
+
+SUPPORT = Path(__file__).parents[1] / "support"
+ROOT = Path(__file__).parents[2]
+RUNNER = SUPPORT / "torch_serving_runner.cc"
+ADD_ONE = ROOT / "examples" / "c_kernel" / "add_one.c"
+
+
+
+def _need_compiler():
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
+        pytest.skip("no C++ compiler ($CXX or c++): the registration library and the runner are compiled against "
+                    "libtorch")
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory):
+    """The C++ runner, linked against libtorch and the registration library (no libpython)."""
+    _need_compiler()
+    library = torch_serving.build(torch)
+    root = os.path.dirname(torch.__file__)
+    out = tmp_path_factory.mktemp("runner") / "torch_serving_runner"
+    cmd = [os.environ.get("CXX", "c++"), "-std=c++17", "-O0", *_torch_flags(), str(RUNNER), "-o", str(out), library, f"-L{os.path.join(root, 'lib')}", "-ltorch", "-ltorch_cpu", "-lc10",
+           f"-Wl,-rpath,{os.path.join(root, 'lib')}"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def _torch_flags():
+    root = os.path.dirname(torch.__file__)
+    return ["-isystem", os.path.join(root, "include"), "-isystem",
+            os.path.join(root, "include", "torch", "csrc", "api", "include"),
+            f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}", f"-I{torch_serving.include_dir()}"]
+
+
+def test_the_documented_program_compiles(tmp_path):
+    # docs/compilers.md's C++ server (not built by tests/test_docs.py, which builds kernel
+    # libraries): checked against torch's and the registration library's headers.
+    _need_compiler()
+    text = (ROOT / "docs" / "compilers.md").read_text()
+    start = text.index("```cpp\n// serve.cc")
+    code = text[start + len("```cpp\n"):text.index("```", start + 6)]
+    source = tmp_path / "serve.cc"
+    source.write_text(code)
+    done = subprocess.run([os.environ.get("CXX", "c++"), "-std=c++17", "-fsyntax-only", "-Wall", "-Werror",
+                           *_torch_flags(), str(source)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def _run(runner, *args):
+    # A bare environment: nothing of this Python process (PYTHONPATH) reaches it. Only the
+    # sanitizer run's preloads (tests/sanitize/run.sh) pass: its libtensorplug is instrumented
+    # and needs the ASan runtime loaded first, as in every process of that run.
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    for name in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    done = subprocess.run([str(runner), *map(str, args)], capture_output=True, text=True, timeout=300, env=env)
+    return done.returncode, done.stdout + done.stderr
+
+
+class _Model(torch.nn.Module):
+    def __init__(self, ops):
+        super().__init__()
+        self.ops = ops
+
+    def forward(self, x):
+        y = self.ops.scale(x, 2.0, None)          # allocating: like("x")
+        out = torch.empty_like(y)
+        self.ops.axpy(y, x, out, 0.5)             # destination passing: writes out
+        # allocating: Output(shape=("x.shape[0]",), dtype="x"); then a kernel of another
+        # library that raises on a non-compact tensor, declared contiguous=("x",), given x.t()
+        return self.ops.row_sum(out) + 1, self.ops.strict_cube(x.t())
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory):
+    """A package calling three tensorplug ops (one writing its argument), with and without
+    the record, and the eager model's values."""
+    module = op_kernels.ops().module
+    strict = tensorplug.load_module(cpp.build("grad_kernels", [grad_kernels.SOURCE]))
+    ops = SimpleNamespace(
+        strict_cube=tensorplug.op("tpserve::strict_cube", strict.strict_cube, returns=tensorplug.like("x"),
+                                  contiguous=("x",)),
+        scale=tensorplug.op("tpserve::scale", module.scale, returns=tensorplug.like("x")),
+        axpy=tensorplug.op("tpserve::axpy", module.axpy),
+        row_sum=tensorplug.op("tpserve::row_sum", module.row_sum,
+                              returns=tensorplug.Output(shape=("x.shape[0]",), dtype="x")),
+    )
+    model, x = _Model(ops), torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    root = tmp_path_factory.mktemp("package")
+    bare = str(root / "bare.pt2")
+    torch._inductor.aoti_compile_and_package(torch.export.export(model, (x,)), package_path=bare)
+    path = str(root / "model.pt2")
+    shutil.copy(bare, path)
+    torch_aoti.add_ops(path, module, [ops.scale, ops.axpy, ops.row_sum])
+    torch_aoti.add_ops(path, strict, [ops.strict_cube])
+    first, cube = model(x)
+    return SimpleNamespace(path=path, bare=bare, root=root, module=module, strict=strict, expected=first.tolist(),
+                           cube=cube.flatten().tolist())
+
+
+def _values(text, output=0):
+    lines = [line for line in text.splitlines() if line.startswith("values ")]
+    return [float(v) for v in lines[output].split()[1:]]
+
+
+def test_the_runner_links_no_libpython(runner):
+    for binary in (runner, torch_serving.build(torch)):
+        linked = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=True).stdout
+        assert "libpython" not in linked and "libtorch_cpu" in linked, linked
+
+
+def test_a_cpp_process_without_python_runs_the_package(runner, package):
+    rc, out = _run(runner, "run", package.path)
+    assert rc == 0, out
+    assert "registered 4" in out
+    assert _values(out) == package.expected  # [7.0, 25.0]: the eager model's values, exactly
+    # strict_cube raises on a non-compact x: the registration library passed a compact copy of x.t()
+    assert _values(out, 1) == package.cube
+    assert "libpython: none" in out  # /proc/self/maps, read by the runner before and after
+
+
+def test_without_the_registration_library_torch_finds_no_op(runner, package):
+    # The bare package (no record): the runner registers nothing and torch's loader refuses.
+    rc, out = _run(runner, "run", package.bare)
+    assert rc == 3 and "registered 0" in out and "tpserve::scale" in out, out
+
+
+def test_kernel_libraries_are_found_in_a_deployment_folder(runner, package, tmp_path):
+    # Shipped elsewhere: the record's absolute paths give way to library_dir (by file name).
+    for library in (package.module.path, package.strict.path):
+        shutil.copy(library, tmp_path / os.path.basename(library))
+    rc, out = _run(runner, "run", package.path, tmp_path)
+    assert rc == 0 and _values(out) == package.expected, out
+
+
+def test_native_libraries_lists_what_a_deployment_ships(package):
+    _need_compiler()
+    assert torch_aoti.native_libraries(package.path, torch=torch) == [
+        os.path.join(cpp.lib_dir(), "libtensorplug.so"), torch_serving.build(torch), package.module.path,
+        package.strict.path]
+
+
+def _bad_package(package, tmp_path, change):
+    """The bare package with the record of ``package`` changed by ``change(entries)``."""
+    entries = torch_aoti.records(package.path)
+    change(entries)
+    path = str(tmp_path / "bad.pt2")
+    shutil.copy(package.bare, path)
+    torch_aoti.write_record(path, entries)
+    return path
+
+
+def _library_for_abi(tmp_path, abi):
+    """add_one.c compiled against tensorplug headers whose ABI version is ``abi``."""
+    include = tmp_path / f"include{abi}"
+    shutil.copytree(cpp.include_dir(), include)
+    header = include / "tensorplug" / "c_api.h"
+    header.write_text(header.read_text().replace("#define TENSORPLUG_ABI_VERSION 1\n",
+                                                 f"#define TENSORPLUG_ABI_VERSION {abi}\n"))
+    out = tmp_path / f"libadd_one_abi{abi}.so"
+    subprocess.run(["cc", "-std=c11", "-shared", "-fPIC", f"-I{include}", str(ADD_ONE), "-o", str(out),
+                    f"-L{cpp.lib_dir()}", "-ltensorplug", f"-Wl,-rpath,{cpp.lib_dir()}"], check=True)
+    return str(out)
+
+
+def _set(name, **fields):
+    def change(entries):
+        for entry in entries:
+            if entry["name"] == name:
+                entry.update(fields)
+    return change
+
+
+@pytest.mark.parametrize("case", ["missing library", "function gone", "another ABI"])
+def test_a_bad_deployment_fails_with_a_c10_error_naming_the_op_and_library(runner, package, tmp_path, case):
+    if case == "missing library":
+        library = str(tmp_path / "nowhere" / "op_kernels.so")
+        expected = f"op 'tpserve::scale': kernel library '{library}' could not be loaded: "
+    elif case == "function gone":
+        library = _library_for_abi(tmp_path, 1)  # a library exporting add_one only
+        expected = (f"op 'tpserve::scale': kernel library '{library}' has no function 'scale' (the record names it; "
+                    "was the library rebuilt without it?)")
+    else:
+        library = _library_for_abi(tmp_path, 2)
+        expected = (f"op 'tpserve::scale': kernel library '{library}' could not be loaded: ValueError: kernel "
+                    f"library '{library}' was built for tensorplug ABI 2, this runtime is ABI 1")
+    rc, out = _run(runner, "register", _bad_package(package, tmp_path, _set("tpserve::scale", library=library)))
+    assert rc == 3, out  # the runner caught the c10::Error: no crash
+    assert out.startswith("c10::Error: " + expected), out
+
+
+def test_a_function_whose_signature_is_not_the_recorded_one_is_refused(runner, package, tmp_path):
+    # The record says scale's alpha is an int; the library's scale takes a float.
+    def change(entries):
+        next(e for e in entries if e["name"] == "tpserve::scale")["params"][1]["kind"] = "int"
+    rc, out = _run(runner, "register", _bad_package(package, tmp_path, change))
+    assert rc == 3, out
+    assert out.startswith(f"c10::Error: op 'tpserve::scale': function 'scale' of kernel library "
+                          f"'{package.module.path}' has the signature 'x:view;alpha:float;bias:?view->tensor', which "
+                          "is not the one the record holds; export the package again with this library"), out
+
+
+def test_a_result_against_the_output_rule_is_checked_in_the_cpp_process(runner, package, tmp_path):
+    # The record says row_sum returns x.shape[0] + 1 items; the kernel returns x.shape[0].
+    def change(entries):
+        rule = next(e for e in entries if e["name"] == "tpserve::row_sum")["returns"]["rules"][0]
+        rule["program"]["shape"] = [[["shape", 0, 0], ["const", 1], ["+"]]]
+    rc, out = _run(runner, "run", _bad_package(package, tmp_path, change))
+    # A call's error crosses AOTInductor's C shim, whose runner rethrows it as std::runtime_error.
+    assert rc == 3 and "std::exception: " in out, out
+    assert ("op 'tpserve::row_sum' returned float32[2] on cpu as result 0, but its output rule declares "
+            "float32[3] on cpu") in out, out
+
+
+def test_the_cpp_process_evaluates_a_rule_as_python_does(runner, package, tmp_path):
+    # Floor division and modulo of negative numbers, negative indices: x is 2x3, so the
+    # expression is (-3) // 2 + 3 % -2 + x.shape[-2] * 2 + 1 = -2 - 1 + 4 + 1 = 2 in Python's
+    # arithmetic (C's truncation would give 5), the length of row_sum's result.
+    from tensorplug.ops import parse_signature
+
+    expression = "(-x.shape[1]) // 2 + x.shape[1] % -2 + x.shape[-2] * 2 + 1"
+    params, _ = parse_signature("x:view->tensor")
+    program = torch_aoti._rule_program({"shape": [expression], "dtype": "x", "device": None}, params)
+
+    def change(entries):
+        rule = next(e for e in entries if e["name"] == "tpserve::row_sum")["returns"]["rules"][0]
+        rule["shape"], rule["program"] = [expression], program
+    rc, out = _run(runner, "run", _bad_package(package, tmp_path, change))
+    assert rc == 0 and _values(out) == package.expected, out
+
+
+def test_the_package_hands_the_kernel_a_strided_tensor_the_copy_makes_compact(runner, package, tmp_path):
+    # Without the record's contiguous mark, strict_cube gets x.t() as the package passes it
+    # (strided) and refuses it, naming the op: the compact copy above is the registration
+    # library's, not the package's.
+    def change(entries):
+        next(e for e in entries if e["name"] == "tpserve::strict_cube")["params"][0]["contiguous"] = False
+    rc, out = _run(runner, "run", _bad_package(package, tmp_path, change))
+    assert rc == 3, out
+    assert "tpserve::strict_cube(): ValueError: strict_cube: x must be contiguous, got strides [1, 3]" in out, out
+
+
+def test_a_record_of_another_version_is_refused(runner, package, tmp_path):
+    path = str(tmp_path / "v1.pt2")
+    shutil.copy(package.bare, path)
+    with zipfile.ZipFile(path, "a") as archive:
+        root = archive.namelist()[0].partition("/")[0]
+        archive.writestr(f"{root}/{torch_aoti.RECORDS}0.json", json.dumps({"ops": []}))
+    rc, out = _run(runner, "register", path)
+    assert rc == 3 and "a tensorplug record of version 1; this registration library reads version 2" in out, out
+
+
+def test_a_python_process_still_loads_a_version_2_record(package):
+    # torch_aoti.load_package reads the record it writes (the ops are declared in this process already).
+    model = torch_aoti.load_package(package.path)
+    first, cube = model(torch.arange(6, dtype=torch.float32).reshape(2, 3))
+    assert first.tolist() == package.expected and cube.flatten().tolist() == package.cube
+
+
+
+_OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv, "%": operator.mod}
+
+
+def _evaluate(program, args):
+    """torch_serving.cc's evaluation of a dimension program, in Python (its reference)."""
+    stack = []
+    for step in program:
+        code = step[0]
+        if code == "const":
+            stack.append(step[1])
+        elif code == "int":
+            stack.append(args[step[1]])
+        elif code == "shape":
+            stack.append(args[step[1]].shape[step[2]])
+        elif code == "neg":
+            stack.append(-stack.pop())
+        else:
+            b, a = stack.pop(), stack.pop()
+            stack.append(_OPERATORS[code](a, b))
+    return stack.pop()
+
+
+@pytest.mark.parametrize("dims", [
+    ("x.shape[0]",), ("x.shape[-1]", "n"), ("(x.shape[-1] + 2 * n - 3) // 2 + 1",), ("-x.shape[1] % 4", 7),
+    ("(n - x.shape[0]) // 3", "n % -3", "x.shape[0] * x.shape[1] - n"),
+])
+def test_the_compiled_rule_agrees_with_the_declared_one(dims):
+    # The record's compiled form of a rule (what the C++ process checks results against) gives
+    # the shapes tensorplug's own rule gives, for a few argument values.
+    from tensorplug.ops import parse_signature
+    from tensorplug.shapes import Output, compile_returns
+
+    params, _ = parse_signature("x:view;n:int;alpha:float->tensor")
+    rule = Output(shape=dims, dtype="x")
+    program = torch_aoti._rule_program({"shape": list(dims), "dtype": "x", "device": None}, params)
+    assert program["dtype"] == ["param", 0] and program["device"] == ["primary"]
+    declared = compile_returns(rule, params)
+    for shape, n in [((2, 3), 5), ((7, 1), -4), ((4, 9), 0)]:
+        x = torch.empty(shape)
+        expected = declared({"x": x, "n": n, "alpha": 1.0})[0].shape
+        assert tuple(_evaluate(p, [x, n, 1.0]) for p in program["shape"]) == tuple(expected), (dims, shape, n)
+
+
+def test_rule_forms_the_cpp_process_does_not_take_are_left_unchecked():
+    from tensorplug.ops import parse_signature
+
+    params, _ = parse_signature("x:view;sizes:ints;xs:views->tensor")
+    program = torch_aoti._rule_program({"shape": ["x.shape[0]", "sizes[0]", "len(xs)"], "dtype": "float32",
+                                        "device": "cpu"}, params)
+    assert program == {"shape": [[["shape", 0, 0]], None, None], "dtype": ["fixed", "float32"],
+                       "device": ["fixed", "cpu"]}
+    assert torch_aoti._rule_program({"shape": "sizes", "dtype": "x", "device": "x"}, params)["shape"] is None
