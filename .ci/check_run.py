@@ -10,7 +10,7 @@ run's JUnit XML report (``pytest --junitxml``) and fails (exit 1, naming why) wh
 
 The floor file (default ``tests/ci_floor.txt``) holds ``executed >= N`` and ``always
 REGEX`` lines; each regex is matched (``re.fullmatch``) against ``classname.name`` of the
-report's test cases, e.g. ``tests.test_device_rules.test_the_first_non_cpu_tensor_is_primary``.
+report's test cases, e.g. ``tests.core.test_device_rules.test_the_first_non_cpu_tensor_is_primary``.
 """
 
 from __future__ import annotations

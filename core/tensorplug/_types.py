@@ -7,7 +7,7 @@ from collections import namedtuple
 from . import _core
 
 # The vocabularies, each read from its one source (csrc/include/tensorplug/vocabulary.h and
-# c_api.h's TP_ERROR_KINDS, compiled into _core.VOCABULARY; tests/test_vocabulary.py).
+# c_api.h's TP_ERROR_KINDS, compiled into _core.VOCABULARY; tests/core/test_vocabulary.py).
 VOCABULARY = _core.VOCABULARY
 # DLPack device type codes (DLDeviceType) by the names tensorplug uses.
 DEVICE_TYPES = dict(VOCABULARY["device_types"])

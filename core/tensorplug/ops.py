@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # The signature kinds (csrc/include/tensorplug/vocabulary.h) as an op sees them: each
-# parameter kind is a tensor, a scalar, or one no compiler can trace (tests/test_op.py
+# parameter kind is a tensor, a scalar, or one no compiler can trace (tests/ops/test_op.py
 # checks that every kind of the vocabulary is classified). "mview" (a tensorplug::MutableView
 # parameter) is a tensor the kernel writes. Lists: "views" (read-only tensors; torch
 # Tensor[], jax a run of XLA operands) and "ints" (torch SymInt[], jax an i64 array attribute).

@@ -587,7 +587,7 @@ def test_mutated_cubins_are_loaded_or_refused_never_crash(built, tmp_path):
 
 def test_a_launch_refuses_tensors_off_its_device_before_the_driver(built):
     # Item 3 of the GPU issue on every machine: the fake GPU's tensors report cuda:0 and
-    # cuda:1 (tests/fake_device.py); the launch names the argument on the other device, and
+    # cuda:1 (tests/support/fake_device.py); the launch names the argument on the other device, and
     # a host tensor, before it asks for a driver.
     np = pytest.importorskip("numpy", reason="numpy not installed")
     from fake_device import CUDA, FakeDeviceAdapter, FakeDeviceTensor, registered

@@ -2,7 +2,7 @@
 
 How each framework's tensors go in and come back (zero copy, dtypes, layouts, allocation,
 result types, kernel errors) is checked for every adapter by the conformance kit
-(tests/test_conformance.py)."""
+(tests/kit/test_conformance.py)."""
 
 import inspect
 

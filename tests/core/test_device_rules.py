@@ -1,8 +1,8 @@
 """The rules tensorplug applies to non-CPU tensors, tested on every machine with the
-test-only fake-device adapter (tests/fake_device.py): the primary argument (the first
+test-only fake-device adapter (tests/support/fake_device.py): the primary argument (the first
 non-CPU tensor, else the first tensor), the stream a call runs on and its restoration
 after any call, failing ones included, the allocator FromEnvAlloc binds, and allocation
-under ``output_framework``. The real GPU tests (tests/test_cuda.py) stay for GPU machines.
+under ``output_framework``. The real GPU tests (tests/gpu/test_cuda.py) stay for GPU machines.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ allocate on as ValueError with numpy, TypeError with torch and RuntimeError with
 ("cuda", 0) pair refused by device parameters although use_raw_stream takes it;
 torch.device('meta') as "got torch.device"; an operator declared in torch's own namespace
 accepted, then dispatched to torch's operator of that name. (An allocator that raises
-RuntimeError: tests/test_device_rules.py::test_a_failing_allocator_is_the_kernels_error.)
+RuntimeError: tests/core/test_device_rules.py::test_a_failing_allocator_is_the_kernels_error.)
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Opaque handles (`tensorplug.Handle`): typed handles with deleters (`tensorplug::Handle<T>`),
 untyped `void*` handles, their lifetime (the deleter runs once, when the last reference in
 Python or C++ goes; at interpreter exit too) and the errors for every wrong use. Every
-library is compiled by a real compiler run (tests/handle_kernels/)."""
+library is compiled by a real compiler run (tests/support/handle_kernels/)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ the compat accessors, and an op's two call loops (C and Python) over generated a
 Each test is bounded (``BOUNDED``: a fixed number of examples, no deadline, derandomized so
 a CI run is reproducible and costs the same each time; no example database written to
 disk). Raise ``max_examples`` locally to search harder:
-``TENSORPLUG_HYPOTHESIS_EXAMPLES=500 pytest tests/test_properties.py``.
+``TENSORPLUG_HYPOTHESIS_EXAMPLES=500 pytest tests/core/test_properties.py``.
 """
 
 from __future__ import annotations

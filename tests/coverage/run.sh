@@ -6,7 +6,7 @@
 #
 #   tests/coverage/run.sh                       # the CI selection (tests/coverage/selection.txt)
 #   tests/coverage/run.sh tests                 # the whole suite (about 1.5x its plain time)
-#   tests/coverage/run.sh tests/test_calls.py   # any pytest arguments
+#   tests/coverage/run.sh tests/core/test_calls.py   # any pytest arguments
 #
 # The floors are measured on the CI selection: with other arguments the totals are printed
 # and compared, but a smaller selection fails the floors by design (TENSORPLUG_COVERAGE_FLOOR=0

@@ -26,9 +26,9 @@ CHECKED = {
     'pip install ".[numpy]" && tensorplug demo': ".ci/run (README's first command, in a fresh venv)",
     'pip install ".[test]" && python -m pytest': ".ci/run (README's second command)",
     "pip wheel --no-build-isolation --no-deps -v -w dist examples/kernel_package":
-        "tests/test_kernel_package.py (the `built` fixture reads it from docs/shipping.md)",
+        "tests/examples/test_kernel_package.py (the `built` fixture reads it from docs/shipping.md)",
     "pip install --no-build-isolation ./examples/fused_kernels":
-        "tests/test_fused_kernels_wheel.py (a fresh venv, no package index)",
+        "tests/examples/test_fused_kernels_wheel.py (a fresh venv, no package index)",
     "python examples/fused_kernels/develop.py": "test_the_fused_kernels_develop_command_runs_as_written",
     "python examples/halide/build.py build-halide": "test_the_halide_build_command_runs_as_written",
 }

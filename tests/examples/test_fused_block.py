@@ -2,7 +2,7 @@
 norms; int8 linear layers) written with the fused ops matches the same decoder written in
 the framework's own ops: one step's logits (float32: rtol/atol 1e-4, the int8 matmul and the
 norms reassociate sums), and greedy decoding of a tiny random model gives the same tokens,
-in numpy, torch eager and torch.compile (inductor). jax.jit is tests/test_fused_block_jax.py."""
+in numpy, torch eager and torch.compile (inductor). jax.jit is tests/examples/test_fused_block_jax.py."""
 
 from __future__ import annotations
 

@@ -24,11 +24,11 @@ steps=("$@")
 status=0
 
 # The files holding the GPU tests (grep for "no CUDA device" and "cupy not installed").
-GPU_FILES=(tests/test_cuda.py tests/test_triton_ptx.py tests/test_gpu.py tests/test_op_torch.py tests/test_op_jax.py
-           tests/test_conformance.py tests/test_conformance_kit.py tests/test_library_bin.py tests/test_storage.py
-           tests/test_compat_tvm_ffi.py tests/test_context.py tests/test_device_rules.py tests/test_handles.py
-           tests/test_bad_results.py tests/test_error_types.py tests/test_env_restore.py tests/test_hub.py
-           tests/test_vocabulary.py tests/test_contract_edges.py tests/test_bench.py)
+GPU_FILES=(tests/gpu/test_cuda.py tests/compilers/test_triton_ptx.py tests/gpu/test_gpu.py tests/torch/test_op_torch.py tests/jax/test_op_jax.py
+           tests/kit/test_conformance.py tests/kit/test_conformance_kit.py tests/builds/test_library_bin.py tests/core/test_storage.py
+           tests/tvm_ffi/test_compat_tvm_ffi.py tests/core/test_context.py tests/core/test_device_rules.py tests/core/test_handles.py
+           tests/core/test_bad_results.py tests/core/test_error_types.py tests/core/test_env_restore.py tests/hub/test_hub.py
+           tests/core/test_vocabulary.py tests/core/test_contract_edges.py tests/docs/test_bench.py)
 
 step() {  # step NAME SECONDS COMMAND...: runs COMMAND with its output in $out/NAME.log
   local name=$1 limit=$2
@@ -70,7 +70,7 @@ torch.cuda.is_available(), 'jax', jax.__version__, jax.devices(), 'cupy', cupy._
         --dist loadfile --max-worker-restart=30 --junitxml="$out/suite.xml"
       ;;
     kit)
-      step kit 90 "$py" -m pytest -q -rs -p no:cacheprovider tests/test_conformance.py
+      step kit 90 "$py" -m pytest -q -rs -p no:cacheprovider tests/kit/test_conformance.py
       ;;
     *) echo "unknown step $s"; exit 2 ;;
   esac

@@ -88,7 +88,7 @@ def libs(tmp_path_factory):
     built["foreign"] = str(work / "aarch64" / "hubaxpy.so")
     Path(built["foreign"]).write_bytes(bytes(data))
     # Built against the headers of a tensorplug whose ABI is 2 (the macro changed, as in
-    # tests/test_abi_guard.py).
+    # tests/builds/test_abi_guard.py).
     include = work / "include_abi2"
     shutil.copytree(cpp.include_dir(), include)
     header = include / "tensorplug" / "c_api.h"

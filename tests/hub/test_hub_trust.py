@@ -1,7 +1,7 @@
 """The hub and the build caches as an attacker or an unlucky operator meets them (issue 38):
 files swapped between check and load, caches another user can write, servers that redirect,
 drip or lie, malformed indexes and locks, concurrent publishers, signed sites and vendoring.
-Builds and layouts come from tests/test_hub.py's fixtures; servers listen on 127.0.0.1 only."""
+Builds and layouts come from tests/hub/test_hub.py's fixtures; servers listen on 127.0.0.1 only."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Gradients in jax from the op's declared backward (tensorplug.backward), with no
 user-written custom_vjp: jax.grad, vjp and value_and_grad, eagerly, under jit and vmap,
 checked by jax.test_util.check_grads, and the errors for gradients that cannot be had.
-Kernels: tests/grad_kernels.cc."""
+Kernels: tests/support/grad_kernels.cc."""
 
 import numpy as np
 import pytest
@@ -10,7 +10,7 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax.test_util import check_grads  # noqa: E402
 
-import grad_kernels  # noqa: E402  (tests/grad_kernels.py)
+import grad_kernels  # noqa: E402  (tests/support/grad_kernels.py)
 
 
 @pytest.fixture(scope="module")

@@ -322,7 +322,7 @@ def test_grad_through_custom_vjp(ops):
 
 
 def test_grad_without_a_backward_names_the_op(ops):
-    # scale declares no backward (tests/test_grad_jax.py has ops that do)
+    # scale declares no backward (tests/jax/test_grad_jax.py has ops that do)
     with pytest.raises(TypeError, match=r"^tpjax::scale has no backward: declare one with tensorplug.op"):
         jax.grad(lambda x: ops["scale"](x, 2.0).sum())(jnp.asarray(f32(1, 2)))
 

@@ -1,7 +1,7 @@
 """Ops with a sharding rule under jax.jit over a device mesh (issue 25).
 
 jax needs several CPU devices, set by XLA_FLAGS before it starts, so the cases run in
-worker processes (tests/sharding_jax_worker.py): one with 4 local devices, and 2 joined by
+worker processes (tests/support/sharding_jax_worker.py): one with 4 local devices, and 2 joined by
 jax.distributed (CPU collectives over gloo, 2 devices each). The tests assert on the
 compiled HLO (no all-gather or all-to-all of a split input; the shapes each device's
 kernel call gets), the results' shardings and shard shapes, values, and error messages.

@@ -402,7 +402,7 @@ def test_refusals_are_asserted_exactly_as_declared(pytester):
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
-# The fake-GPU adapter of tests/fake_device.py, certified by the kit: its CUDA checks
+# The fake-GPU adapter of tests/support/fake_device.py, certified by the kit: its CUDA checks
 # (stream, allocator, restore after failing calls, the primary argument) run on any machine.
 FAKE_DEVICE = f'''
 import sys

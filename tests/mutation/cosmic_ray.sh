@@ -3,7 +3,7 @@
 # operator it has, at every place it applies), alongside the curated list (run.py).
 #
 #   tests/mutation/cosmic_ray.sh MODULE "PYTEST ARGS"
-#   tests/mutation/cosmic_ray.sh core/tensorplug/shapes.py "tests/test_op.py tests/test_properties.py -k rule"
+#   tests/mutation/cosmic_ray.sh core/tensorplug/shapes.py "tests/ops/test_op.py tests/core/test_properties.py -k rule"
 #
 # Works in a copy of the tree (tracked and untracked, not ignored, files) under
 # $TENSORPLUG_COSMIC_RAY_DIR (default: a new temporary directory), never in the working tree:

@@ -5,7 +5,7 @@ parameters anywhere in the signature, not only first; a gradient of the wrong ex
 wrong rank or the wrong dtype is a ValueError naming the op, the backward and the
 parameter; a backward returning the wrong number of gradients is refused when declared.
 
-The backward is an op (tests/contract_kernels.cc ``grad1`` / ``grad2``) whose rule is true
+The backward is an op (tests/support/contract_kernels.cc ``grad1`` / ``grad2``) whose rule is true
 to what it returns (a gradient of the shape and dtype it is given as saved arguments), so
 the only check in the way is the gradient check itself.
 """

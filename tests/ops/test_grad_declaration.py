@@ -5,7 +5,7 @@ import functools
 
 import pytest
 
-import grad_kernels  # noqa: E402  (tests/grad_kernels.py)
+import grad_kernels  # noqa: E402  (tests/support/grad_kernels.py)
 
 import tensorplug
 from tensorplug import backward, like

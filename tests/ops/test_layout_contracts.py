@@ -1,9 +1,9 @@
-"""Layout contracts declared once (issue 39, item 2): ``strict_cube`` (tests/grad_kernels.cc)
+"""Layout contracts declared once (issue 39, item 2): ``strict_cube`` (tests/support/grad_kernels.cc)
 raises on a non-compact input, and declares ``contiguous=("x",)`` on its op and
 ``contiguous=("x", "grad")`` on its backward. Over generated layouts (permuted, strided,
 expanded, 1 to 3 dimensions) and incoming gradients (torch's expanded one of ``.sum()``, a
 weighted one), every path gives the gradient of torch's or jax's own ops, or refuses naming
-the argument: torch eager and aot_eager (inductor: tests/test_grad_torch.py), jax eager and
+the argument: torch eager and aot_eager (inductor: tests/torch/test_grad_torch.py), jax eager and
 jit, and the op called with numpy or paddle arrays (no operator: checked, not copied).
 """
 
@@ -16,7 +16,7 @@ hypothesis = pytest.importorskip("hypothesis", reason="hypothesis not installed"
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-import grad_kernels  # noqa: E402  (tests/grad_kernels.py)
+import grad_kernels  # noqa: E402  (tests/support/grad_kernels.py)
 
 
 @st.composite

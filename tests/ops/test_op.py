@@ -1,6 +1,6 @@
 """tensorplug.op without a compiler: eager calls, output rules, declaration errors, and the
 two adapter hooks (tensorplug_op_declared, tensorplug_op_impl) as a third party uses them.
-Each framework's compiler is tested in tests/test_op_<framework>.py."""
+Each framework's compiler is tested in tests/<framework>/test_op_<framework>.py."""
 
 import functools
 import gc
@@ -16,7 +16,7 @@ from tensorplug import Device, Output, TensorSpec, like
 
 np = pytest.importorskip("numpy")
 
-import op_kernels  # noqa: E402  (tests/op_kernels.py)
+import op_kernels  # noqa: E402  (tests/support/op_kernels.py)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ torch_native.py) and the XLA handler under ``jax.jit`` (which refuses an allocat
 differs from the rule) agree with Python's own arithmetic on generated expressions with
 every operator (``+ - * // %``, unary ``-``) in both operand orders.
 
-The kernel (tests/contract_kernels.cc ``sized``) allocates exactly ``n`` elements, ``n``
+The kernel (tests/support/contract_kernels.cc ``sized``) allocates exactly ``n`` elements, ``n``
 computed here by ``eval`` of the expression (floor division and modulo as Python defines
 them): an engine that evaluates the rule otherwise either refuses the kernel's allocation
 or returns another shape.

@@ -1,6 +1,6 @@
 """The sharding rule language (tensorplug.sharding, issue 25): parsing and the checks made
 when an op is declared and when a call's shapes are bound, without any framework (the
-frameworks' forms are tested by tests/test_sharding_jax.py and tests/test_sharding_torch.py)."""
+frameworks' forms are tested by tests/jax/test_sharding_jax.py and tests/torch/test_sharding_torch.py)."""
 
 from __future__ import annotations
 

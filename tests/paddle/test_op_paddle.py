@@ -3,7 +3,7 @@
 process and with ``full_graph=True``; written tensors are written; the output rule gives
 paddle its shapes and dtypes and is checked on the kernel's results; programs saved by
 ``paddle.jit.save`` run in a fresh process that loads the kernel library and declares
-nothing. Gradients: tests/test_grad_paddle.py."""
+nothing. Gradients: tests/paddle/test_grad_paddle.py."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
     python tests/pythons/run.py                       # 3.10, 3.12 and 3.13, the subset below
     python tests/pythons/run.py 3.13 --full           # one version, the whole suite
-    python tests/pythons/run.py 3.12 -- tests/test_op.py -x   # one version, your own pytest arguments
+    python tests/pythons/run.py 3.12 -- tests/ops/test_op.py -x   # one version, your own pytest arguments
 
 For each version it finds the interpreter (``pyenv``'s ``$PYENV_ROOT/versions/3.X.*``, else
 ``python3.X`` on PATH), makes a venv in a temporary directory, installs tensorplug from this
@@ -40,14 +40,14 @@ ROOT = Path(__file__).resolve().parents[2]
 VERSIONS = ("3.10", "3.12", "3.13")
 
 SUBSET = [
-    "tests/test_import.py", "tests/test_calls.py", "tests/test_c_kernel.py", "tests/test_args_numbers.py",
-    "tests/test_args_ints.py", "tests/test_args_lists.py", "tests/test_args_defaults.py", "tests/test_bad_input.py",
-    "tests/test_bad_results.py", "tests/test_error_types.py", "tests/test_conformance.py",
-    "tests/test_conformance_kit.py", "tests/test_device_rules.py", "tests/test_framework_limits.py",
-    "tests/test_env_restore.py", "tests/test_handles.py", "tests/test_mview.py", "tests/test_lifetime.py",
-    "tests/test_op.py", "tests/test_op_jax.py", "tests/test_op_lists.py", "tests/test_grad_jax.py",
-    "tests/test_readme_kernels.py", "tests/test_cli.py", "tests/test_stubs.py", "tests/test_loader.py",
-    "tests/test_vocabulary.py", "tests/test_fused_kernels.py", "tests/test_numba.py", "tests/test_properties.py",
+    "tests/core/test_import.py", "tests/core/test_calls.py", "tests/builds/test_c_kernel.py", "tests/core/test_args_numbers.py",
+    "tests/core/test_args_ints.py", "tests/core/test_args_lists.py", "tests/core/test_args_defaults.py", "tests/core/test_bad_input.py",
+    "tests/core/test_bad_results.py", "tests/core/test_error_types.py", "tests/kit/test_conformance.py",
+    "tests/kit/test_conformance_kit.py", "tests/core/test_device_rules.py", "tests/kit/test_framework_limits.py",
+    "tests/core/test_env_restore.py", "tests/core/test_handles.py", "tests/core/test_mview.py", "tests/core/test_lifetime.py",
+    "tests/ops/test_op.py", "tests/jax/test_op_jax.py", "tests/ops/test_op_lists.py", "tests/jax/test_grad_jax.py",
+    "tests/docs/test_readme_kernels.py", "tests/docs/test_cli.py", "tests/builds/test_stubs.py", "tests/core/test_loader.py",
+    "tests/core/test_vocabulary.py", "tests/examples/test_fused_kernels.py", "tests/compilers/test_numba.py", "tests/core/test_properties.py",
 ]
 
 

@@ -77,7 +77,7 @@ export LD_PRELOAD="$libasan $libstdcxx"
 # detect_odr_violation=0: the frameworks' own libraries define some globals twice.
 # verify_asan_link_order=0: a Python that a build tool starts without the preload (cmake and
 # ninja run without it, as the compilers must) still imports the instrumented core: the fused
-# kernel wheel's `python -m tensorplug.library_bin` step (tests/test_fused_kernels_wheel.py).
+# kernel wheel's `python -m tensorplug.library_bin` step (tests/examples/test_fused_kernels_wheel.py).
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:allocator_may_return_null=1:alloc_dealloc_mismatch=0:detect_odr_violation=0:handle_segv=1:verify_asan_link_order=0:log_path=$LOGS/asan"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$LOGS/ubsan"
 export PATH="$BIN:$VENV/bin:$PATH"

@@ -45,8 +45,8 @@ def test_every_mutation_applies_to_the_current_code(mutation):
 
 
 def test_a_stale_mutation_stops_the_check():
-    stale = Mutation("gone", "csrc/python/module.cc", "no such code", "x", ("tests/test_calls.py",), "stale")
-    missing = Mutation("moved", "csrc/python/nope.cc", "x", "y", ("tests/test_calls.py",), "moved")
+    stale = Mutation("gone", "csrc/python/module.cc", "no such code", "x", ("tests/core/test_calls.py",), "stale")
+    missing = Mutation("moved", "csrc/python/nope.cc", "x", "y", ("tests/core/test_calls.py",), "moved")
     with pytest.raises(mutation_run.StaleMutation) as info:
         mutation_run.check_snippets(ROOT, [MUTATIONS[0], stale, missing])
     assert str(info.value) == ("stale mutations (update tests/mutation/mutations.py):\n"

@@ -1,4 +1,4 @@
-// Kernels for tests/test_args_*.py: one per parameter and result kind the tests exercise.
+// Kernels for tests/core/test_args_*.py: one per parameter and result kind the tests exercise.
 #include <cstdint>
 #include <optional>
 #include <string>

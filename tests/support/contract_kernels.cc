@@ -1,5 +1,5 @@
-// Kernels for the contract tests of issue 40 (tests/test_rule_engines_agree.py,
-// tests/test_grad_checks_contract.py): each allocates zero-filled results of a shape and
+// Kernels for the contract tests of issue 40 (tests/ops/test_rule_engines_agree.py,
+// tests/ops/test_grad_checks_contract.py): each allocates zero-filled results of a shape and
 // dtype its arguments give, so a test controls exactly what a kernel returns. Host memory.
 #include <tensorplug/tensorplug.h>
 

@@ -1,5 +1,5 @@
-// Kernels with their backwards, declared as ops by tests/grad_kernels.py for the gradient
-// tests (tests/test_grad*.py). Host memory, float32 and float64, any strides in; results are
+// Kernels with their backwards, declared as ops by tests/support/grad_kernels.py for the gradient
+// tests (tests/*/test_grad*.py). Host memory, float32 and float64, any strides in; results are
 // new contiguous tensors from the caller's allocator (Tensor::FromEnvAlloc).
 #include <tensorplug/tensorplug.h>
 

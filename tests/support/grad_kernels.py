@@ -1,5 +1,5 @@
-"""The kernels of tests/grad_kernels.cc declared once per process as ops with their
-backwards, in the namespace ``tpgrad`` (op names are process-wide), for tests/test_grad*.py:
+"""The kernels of tests/support/grad_kernels.cc declared once per process as ops with their
+backwards, in the namespace ``tpgrad`` (op names are process-wide), for tests/*/test_grad*.py:
 
 - ``square(x)``: backward ``tpgrad::square_backward`` (an op declared with a backward of its
   own: second derivatives);

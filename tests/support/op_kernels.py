@@ -1,5 +1,5 @@
-"""The test kernels of tests/op_kernels.cc, declared once per process as ops in the
-namespace ``tptest`` (op names are process-wide), for tests/test_op*.py:
+"""The test kernels of tests/support/op_kernels.cc, declared once per process as ops in the
+namespace ``tptest`` (op names are process-wide), for tests/ops/test_op*.py:
 
 - ``axpy(x, y, out, alpha)``: destination passing, writes ``out``;
 - ``scale(x, alpha, bias)``: allocating, ``like("x")``; ``bias`` an optional tensor;

@@ -1,4 +1,4 @@
-// Kernels for tests/test_op_lists.py: ops taking lists of tensors (kind "views") and int
+// Kernels for tests/ops/test_op_lists.py: ops taking lists of tensors (kind "views") and int
 // lists (kind "ints"). float32, 1-d inputs of one length unless said otherwise.
 #include <cstdint>
 #include <optional>

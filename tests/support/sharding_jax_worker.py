@@ -1,4 +1,4 @@
-"""The jax side of tests/test_sharding_jax.py, run in a process of its own: jax must see
+"""The jax side of tests/jax/test_sharding_jax.py, run in a process of its own: jax must see
 several CPU devices, which XLA_FLAGS sets before jax starts (the test process has jax
 started already).
 

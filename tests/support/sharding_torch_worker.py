@@ -1,4 +1,4 @@
-"""One rank of tests/test_sharding_torch.py: tensorplug ops on DTensors over gloo.
+"""One rank of tests/torch/test_sharding_torch.py: tensorplug ops on DTensors over gloo.
 
 Run as ``python sharding_torch_worker.py RANK WORLD PORT OUT``: joins the process group on
 127.0.0.1:PORT, records what each case gives (placements, local shapes, collective counts,

@@ -1,4 +1,4 @@
-// A C++ server in miniature (tests/test_torch_serving.py): registers the tensorplug ops of an
+// A C++ server in miniature (tests/torch/test_torch_serving.py): registers the tensorplug ops of an
 // AOTInductor package through the registration library (torch_serving.h), loads the package
 // with torch's AOTIModelPackageLoader and runs it on arange(6).reshape(2, 3), all without
 // Python: it links libtorch, the registration library and (through it) libtensorplug, and

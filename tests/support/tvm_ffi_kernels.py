@@ -1,6 +1,6 @@
 """A kernel library built for apache tvm-ffi by its own ``tvm_ffi.cpp.build_inline``, for the
-tests of its functions as tensorplug ops (tests/test_tvm_ffi_ops.py and its jax worker,
-tests/tvm_ffi_sharding_worker.py): a forward and its backward, both tvm-ffi functions, with
+tests of its functions as tensorplug ops (tests/tvm_ffi/test_tvm_ffi_ops.py and its jax worker,
+tests/support/tvm_ffi_sharding_worker.py): a forward and its backward, both tvm-ffi functions, with
 tvm-ffi's metadata.
 """
 

@@ -1,8 +1,8 @@
-"""The jax side of tests/test_tvm_ffi_ops.py's sharding case, in a process of its own (jax must
+"""The jax side of tests/tvm_ffi/test_tvm_ffi_ops.py's sharding case, in a process of its own (jax must
 see 4 CPU devices, set by XLA_FLAGS before it starts).
 
 ``python tvm_ffi_sharding_worker.py LIBRARY OUT``: declares the ops of the tvm-ffi library
-LIBRARY (tests/tvm_ffi_kernels.py), runs ``square`` and its gradient under ``jax.jit`` on an
+LIBRARY (tests/support/tvm_ffi_kernels.py), runs ``square`` and its gradient under ``jax.jit`` on an
 input split over 4 devices, and records the compiled HLO's collectives, the shapes each
 device's kernel call gets, the result's sharding and the values, as JSON in OUT.
 """

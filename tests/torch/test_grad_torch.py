@@ -1,7 +1,7 @@
 """Gradients in torch from the op's declared backward (tensorplug.backward): autograd formulas
 checked by torch's own tools (gradcheck, gradgradcheck, opcheck), through torch.compile's
 aot_autograd (aot_eager and inductor), and the errors for gradients that cannot be had.
-Kernels: tests/grad_kernels.cc."""
+Kernels: tests/support/grad_kernels.cc."""
 
 import re
 
@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import grad_kernels  # noqa: E402  (tests/grad_kernels.py)
+import grad_kernels  # noqa: E402  (tests/support/grad_kernels.py)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import op_kernels  # noqa: E402  (tests/op_kernels.py)
+import op_kernels  # noqa: E402  (tests/support/op_kernels.py)
 
 import tensorplug  # noqa: E402
 from tensorplug import cpp, like  # noqa: E402
@@ -96,7 +96,7 @@ def _mutating_calls(gm):
 
 def test_only_ops_that_write_have_a_mutable_overload(ops):
     # (grad and nograd: the overloads a native Autograd kernel passes calls on to,
-    # tests/test_torch_native.py.)
+    # tests/torch/test_torch_native.py.)
     axpy = torch.ops.tptest.axpy
     assert sorted(axpy.overloads()) == ["default", "grad", "mutable", "nograd"]
     assert str(axpy.mutable._schema) == \

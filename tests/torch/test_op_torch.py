@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import op_kernels  # noqa: E402  (tests/op_kernels.py)
+import op_kernels  # noqa: E402  (tests/support/op_kernels.py)
 
 import tensorplug  # noqa: E402
 from tensorplug_adapters import torch_native  # noqa: E402
@@ -35,7 +35,7 @@ _attached = []
 def _attach_backward(ops):
     # Attached before any test traces scale: torch's compile caches do not see a backward
     # registered after a graph with the op was compiled. scale declares no backward (its
-    # formula raises, tests/test_grad_torch.py); a hand-written one replaces that formula
+    # formula raises, tests/torch/test_grad_torch.py); a hand-written one replaces that formula
     # (torch warns that it overrides a kernel).
     if _attached:
         return
@@ -176,7 +176,7 @@ def test_functionalize(ops):
     functional = torch.func.functionalize(f)
     torch.testing.assert_close(functional(x), f(x))
     code = torch.fx.experimental.proxy_tensor.make_fx(functional)(x).code
-    # (.nograd: the overload below a native Autograd kernel, tests/test_torch_native.py.)
+    # (.nograd: the overload below a native Autograd kernel, tests/torch/test_torch_native.py.)
     assert re.search(r"tptest\.scale\.(default|nograd)\(", code) and re.search(r"tptest\.row_sum\.(default|nograd)\(", code)
     assert "add_" not in code and "aten.add.Tensor" in code
 
@@ -184,7 +184,7 @@ def test_functionalize(ops):
 def test_functionalize_of_a_written_argument_goes_through_auto_functionalized(ops):
     # Both functionalizations, torch.func.functionalize (C++) and the functional mode of
     # export and aot_autograd (Python), make the op auto_functionalized of its
-    # functionalizable overload (more in tests/test_op_functionalize.py).
+    # functionalizable overload (more in tests/torch/test_op_functionalize.py).
     def f(x):
         out = torch.zeros_like(x)
         ops.axpy(x, x, out, 3.0)
@@ -326,7 +326,7 @@ def test_the_python_kernel_refuses_a_result_that_differs_from_its_shape_function
 def test_result_that_differs_from_the_output_rule_is_refused_naming_the_op(liars, lie, backend):
     # A compiled graph plans with the rule's tensors: a float32 result read as float64, or a
     # (2,) one as (3,), would be a wrong value or a read past the buffer. Checked as the XLA
-    # handler checks (tests/test_op_jax.py), in its words.
+    # handler checks (tests/jax/test_op_jax.py), in its words.
     name, returned, declared = _LIES[lie]
     op = liars[lie]
     call, args = _lying_call(op, lie, backend)

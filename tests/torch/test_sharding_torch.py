@@ -1,5 +1,5 @@
 """Ops with a sharding rule on torch DTensors (issue 25): 2 processes joined by gloo on
-127.0.0.1 (tests/sharding_torch_worker.py), each recording placements, local shapes,
+127.0.0.1 (tests/support/sharding_torch_worker.py), each recording placements, local shapes,
 collective counts (CommDebugMode), values against the unsharded call, and errors; the
 tests assert on the records of both ranks."""
 

@@ -18,7 +18,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch not installed")
 
-import op_kernels  # noqa: E402  (tests/op_kernels.py)
+import op_kernels  # noqa: E402  (tests/support/op_kernels.py)
 
 import tensorplug  # noqa: E402
 from tensorplug import _core, cpp  # noqa: E402

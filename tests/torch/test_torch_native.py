@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import op_kernels  # noqa: E402  (tests/op_kernels.py)
+import op_kernels  # noqa: E402  (tests/support/op_kernels.py)
 
 import tensorplug  # noqa: E402
 from tensorplug import exchange  # noqa: E402
@@ -182,7 +182,7 @@ def test_the_kernel_needs_neither_python_nor_the_gil(ops, tmp_path):
 
 @pytest.fixture(scope="module")
 def routed(ops):
-    # Ops of their own: tests/test_op_torch.py replaces tptest::scale's Autograd kernel.
+    # Ops of their own: tests/torch/test_op_torch.py replaces tptest::scale's Autograd kernel.
     return SimpleNamespace(scale=tensorplug.op("tpnative::scale_routed", ops.module.scale,
                                                returns=tensorplug.like("x")),
                            axpy=tensorplug.op("tpnative::axpy_routed", ops.module.axpy))
@@ -447,7 +447,7 @@ def test_arguments_of_every_kind_reach_the_kernel(ops):
 @functools.cache
 def _aoti_ops(module):
     # Ops of their own: a trace of tptest::scale here would keep torch's compile caches from
-    # seeing the backward tests/test_op_torch.py attaches to it later.
+    # seeing the backward tests/torch/test_op_torch.py attaches to it later.
     return SimpleNamespace(
         scale=tensorplug.op("tpnative::scale", module.scale, returns=tensorplug.like("x")),
         axpy=tensorplug.op("tpnative::axpy", module.axpy),

@@ -1,6 +1,6 @@
 """tensorplug ops in a C++ process without Python (issue 44): an AOTInductor package whose
 model calls an allocating and a destination-passing tensorplug op runs in a C++ runner
-(tests/torch_serving_runner.cc) built against the installed libtorch, with the ops
+(tests/support/torch_serving_runner.cc) built against the installed libtorch, with the ops
 registered by the registration library (plugins/tensorplug_adapters/torch_serving.cc);
 bad deployments fail with a c10::Error naming the op and the library, no crash.
 
@@ -22,8 +22,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import grad_kernels  # noqa: E402  (tests/grad_kernels.py)
-import op_kernels  # noqa: E402  (tests/op_kernels.py)
+import grad_kernels  # noqa: E402  (tests/support/grad_kernels.py)
+import op_kernels  # noqa: E402  (tests/support/op_kernels.py)
 
 import tensorplug  # noqa: E402
 from tensorplug import cpp  # noqa: E402
@@ -64,7 +64,7 @@ def _torch_flags():
 
 
 def test_the_documented_program_compiles(tmp_path):
-    # docs/compilers.md's C++ server (not built by tests/test_docs.py, which builds kernel
+    # docs/compilers.md's C++ server (not built by tests/docs/test_docs.py, which builds kernel
     # libraries): checked against torch's and the registration library's headers.
     _need_compiler()
     text = (ROOT / "docs" / "compilers.md").read_text()

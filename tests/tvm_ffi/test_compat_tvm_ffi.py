@@ -1,7 +1,7 @@
 """The tvm-ffi compatibility layer (docs/migration.md).
 
 Kernels written in the style of libraries built on apache tvm-ffi's C++ API
-(tests/compat_kernels/*.cc) compile against tensorplug with only an include-path change and
+(tests/support/compat_kernels/*.cc) compile against tensorplug with only an include-path change and
 give the same results as their native twins (*_native.cc) from numpy, torch, jax and paddle.
 Where apache-tvm-ffi itself is installed, the same sources are also built by it and compared
 from torch, which shows that they are unchanged sources of that project.

@@ -1,13 +1,13 @@
 """Libraries built for apache tvm-ffi, loaded unchanged by tensorplug (issue 42, docs/migration.md).
 
-The tvm-ffi-style migration kernels (tests/compat_kernels) are built by the real
+The tvm-ffi-style migration kernels (tests/support/compat_kernels) are built by the real
 ``tvm_ffi.cpp.build_inline``, once with tvm-ffi's metadata (``TVM_FFI_DLL_EXPORT_INCLUDE_METADATA=1``)
 and once without, and called through ``tensorplug.load_module`` from numpy, torch, jax and
 paddle: no rebuild, no port. A kernel's errors keep their kind, its ``Tensor::FromEnvAlloc``
 allocates through the caller's framework (numpy included), tvm-ffi's environment is bound
 for the call and restored after it, and written tensors declared by the user are refused
 read-only memory. The ops, compilers and gradients of these functions are in
-tests/test_tvm_ffi_ops.py.
+tests/tvm_ffi/test_tvm_ffi_ops.py.
 """
 
 from __future__ import annotations

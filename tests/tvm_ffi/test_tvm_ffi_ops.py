@@ -1,6 +1,6 @@
 """Functions of a library built for apache tvm-ffi as tensorplug ops (issue 42 item 4).
 
-The library (tests/tvm_ffi_kernels.py) is built by tvm-ffi's own ``build_inline`` with its
+The library (tests/support/tvm_ffi_kernels.py) is built by tvm-ffi's own ``build_inline`` with its
 metadata and loaded unchanged; its functions become ops used inside ``torch.compile(fullgraph=True)``
 and ``jax.jit`` (split over 4 CPU devices with no all-gather, in a worker process), and
 differentiated in both through a backward that is itself a tvm-ffi function.

@@ -1,4 +1,4 @@
-// Exercises the compatibility layer's names one by one, for tests/test_compat_tvm_ffi.py.
+// Exercises the compatibility layer's names one by one, for tests/tvm_ffi/test_compat_tvm_ffi.py.
 // Written against the other project's API only; the test reads the results from Python.
 #include <tvm/ffi/tvm_ffi.h>
 

@@ -1,4 +1,4 @@
-/* A plain-C library of tests/test_handles.py: a typed handle made with TPHandleCreate. */
+/* A plain-C library of tests/core/test_handles.py: a typed handle made with TPHandleCreate. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-// Library B of tests/test_handles.py: its own "libb.Plan", which library A's plans are not.
+// Library B of tests/core/test_handles.py: its own "libb.Plan", which library A's plans are not.
 #include <tensorplug/tensorplug.h>
 
 namespace tp = tensorplug;

@@ -1,4 +1,4 @@
-// Library A of tests/test_handles.py: typed handles ("liba.Plan", "liba.Buffer") whose
+// Library A of tests/core/test_handles.py: typed handles ("liba.Plan", "liba.Buffer") whose
 // deleters count, untyped pointers, optional handles, and handles crossing callbacks, the
 // `any` kind, provider storage and another library's global functions.
 #include <tensorplug/tensorplug.h>
