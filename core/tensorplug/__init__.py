@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from . import _core, _registry, _signature, exchange, storage
+from . import _core, _module, _registry, _signature, exchange, storage
 from ._core import Function, Handle, Tensor
 from ._context import get_raw_stream, output_framework, use_raw_stream, use_stream
 from ._module import Module, load_module
@@ -24,6 +24,15 @@ __version__ = "0.1.0"
 _core.set_device_class(Device)
 _core.set_signature_builder(_signature.build)
 _core.set_resolver(_registry.registry.resolve)
+
+
+def _tvm_ffi():
+    from . import tvm_ffi  # on the first library built for apache tvm-ffi, not at ``import tensorplug``
+
+    return tvm_ffi
+
+
+_module.set_tvm_ffi(_tvm_ffi)
 
 
 def from_dlpack(obj) -> Tensor:

@@ -7,6 +7,18 @@ import types
 
 from . import _core
 
+# tensorplug.tvm_ffi, for libraries built for apache tvm-ffi: a function returning the
+# module, which the package sets (__init__.py) and which imports it on first use. Not
+# imported here: tvm_ffi builds its bridge with tensorplug.cpp, which loads Modules, so an
+# import of it here would close an import cycle (tests/core/test_no_import_cycles.py).
+_tvm_ffi = None
+
+
+def set_tvm_ffi(get_module) -> None:
+    """Where :class:`Module` finds :mod:`tensorplug.tvm_ffi` (``get_module()``)."""
+    global _tvm_ffi
+    _tvm_ffi = get_module
+
 
 class Module(types.ModuleType):
     """A loaded kernel library. Its exported functions are attributes (``m.scale``) and
@@ -41,10 +53,8 @@ class Module(types.ModuleType):
                 raise type(exc)(str(exc).replace(path, shown)) from None
         self.path = shown
         if tvm_ffi_functions:
-            from . import tvm_ffi
-
-            made, self._handle = tvm_ffi.load(path, shown, tvm_ffi_functions, signatures=signatures, writes=writes,
-                                              release_gil=release_gil)
+            made, self._handle = _tvm_ffi().load(path, shown, tvm_ffi_functions, signatures=signatures,
+                                                 writes=writes, release_gil=release_gil)
             self.functions = tuple(made)
             for name, function in made.items():
                 setattr(self, name, function)
@@ -59,9 +69,7 @@ class Module(types.ModuleType):
     @staticmethod
     def _tvm_ffi_functions(path: str, shown: str, required: bool = False) -> tuple[str, ...]:
         """The tvm-ffi functions of a library exporting no tensorplug function, else ()."""
-        from .tvm_ffi import exported_functions
-
-        tvm, own = exported_functions(path)
+        tvm, own = _tvm_ffi().exported_functions(path)
         if required and not (tvm and not own):
             raise ValueError(f"load_module() arguments 'signatures' and 'writes' are for libraries built for apache "
                              f"tvm-ffi (exporting __tvm_ffi_<name> functions); '{shown}' is not one")

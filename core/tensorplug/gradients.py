@@ -48,7 +48,8 @@ a custom operator; declare the functional form (a kernel returning its result) i
 
 Pure Python; no framework is imported here. Adapters read ``Op.backward`` (a
 :class:`BoundBackward`, or None) and implement the formula their framework needs
-(``torch_compile``: ``torch.library.register_autograd``; ``jax_ops``: ``jax.custom_vjp``),
+(torch: an Autograd kernel, ``tensorplug_adapters.torch.autograd``; jax: a ``jax.custom_vjp``,
+``tensorplug_adapters.jax.grad``),
 checking each gradient with :meth:`BoundBackward.check_gradient`.
 """
 
@@ -57,14 +58,12 @@ from __future__ import annotations
 from collections import namedtuple
 
 from . import _core
+from ._signature import GRADIENT_TENSOR_KINDS, SAVABLE_KINDS, parse_signature
 from .shapes import like
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (import time: docs/decisions.md)
 if TYPE_CHECKING:
     from typing import Any
-
-_SCALAR_KINDS = frozenset({"int", "float", "bool", "str", "device", "dtype", "ints"})
-_TENSOR_KINDS = frozenset({"view", "tensor"})
 
 
 class Backward:
@@ -132,7 +131,10 @@ class Saved(namedtuple("Saved", ("name", "index", "is_result", "is_tensor"))):
 class BoundBackward:
     """An op's backward checked against the op (``Op.backward``), for the adapters.
 
-    ``op`` the forward op; ``function`` the backward :class:`tensorplug.Op`;
+    ``op`` the forward op; ``function`` the backward :class:`tensorplug.Op` (a kernel
+    function declared as one by ``declare_backward(where, name, function, returns,
+    contiguous, result_labels)``, which :mod:`tensorplug.ops` passes: this module does not
+    import it);
     ``saves`` (:class:`Saved` tuple, in the order of the declaration); ``differentiable``
     (parameter names); ``differentiable_index`` (their positions among the op's
     parameters); ``binding`` (what each of the backward's parameters receives, in its
@@ -140,7 +142,7 @@ class BoundBackward:
     backward with :meth:`arguments`.
     """
 
-    def __init__(self, op, declared: Backward):
+    def __init__(self, op, declared: Backward, declare_backward):
         self.op = op
         self.declared = declared
         where = f"tensorplug.op({op.name!r}) argument 'backward'"
@@ -155,8 +157,8 @@ class BoundBackward:
         indices = []
         for name in declared.differentiable:
             i, p = by_name.get(name, (None, None))
-            if p is None or p.kind not in _TENSOR_KINDS:
-                tensors = ", ".join(q.name for q in op.params if q.kind in _TENSOR_KINDS) or "none"
+            if p is None or p.kind not in GRADIENT_TENSOR_KINDS:
+                tensors = ", ".join(q.name for q in op.params if q.kind in GRADIENT_TENSOR_KINDS) or "none"
                 raise ValueError(f"{where}: differentiable {name!r} is not a tensor parameter of {op.name} "
                                  f"(its tensor parameters: {tensors}); lists and scalars have no gradient")
             indices.append(i)
@@ -169,28 +171,26 @@ class BoundBackward:
                              "received once")
         self.saves = tuple(self._saved(where, name, by_name) for name in declared.saves)
         self.binding: tuple = ()
-        self.function = self._backward_op(where, declared.function)
+        self.function = self._backward_op(where, declared.function, declare_backward)
 
     def _saved(self, where, name, by_name) -> Saved:
         op = self.op
         if name in by_name:
             i, p = by_name[name]
-            if p.kind not in _TENSOR_KINDS and p.kind not in _SCALAR_KINDS:
+            if p.kind not in SAVABLE_KINDS:
                 raise ValueError(f"{where}: saves {name!r}: a {p.kind} parameter cannot be saved (save tensors, "
                                  "scalars and int lists)")
-            return Saved(name, i, False, p.kind in _TENSOR_KINDS)
+            return Saved(name, i, False, p.kind in GRADIENT_TENSOR_KINDS)
         results = ["result"] if op.n_outputs == 1 else [f"result[{k}]" for k in range(op.n_outputs)]
         if name in results:
             return Saved(name, results.index(name), True, True)
         raise ValueError(f"{where}: saves {name!r} is neither a parameter of {op.name} "
                          f"({', '.join(by_name)}) nor one of its results ({', '.join(results)})")
 
-    def _backward_op(self, where, function):
+    def _backward_op(self, where, function, declare_backward):
         """The backward as an op, its parameters bound to the call it gets."""
-        from .ops import Op, declare
-
         declared = self.declared
-        if isinstance(function, Op):
+        if isinstance(function, _core.OpCall):  # a tensorplug.Op
             bwd = function
             self.binding = self._bind(where, bwd.name, bwd.params)
             extra = [n for n in declared.contiguous if n not in bwd.contiguous]
@@ -211,12 +211,8 @@ class BoundBackward:
                         "returns= rule of its own as the backward")
                 returns.append(like(params[self.binding.index(("saved", at))].name))
             rule = returns[0] if len(returns) == 1 else tuple(returns)
-            try:
-                bwd = Op(f"{self.op.name}_backward", function, returns=rule, contiguous=declared.contiguous)
-            except ValueError as e:
-                raise ValueError(f"{where}: {e}") from None
-            bwd.result_labels = tuple(f"the gradient of {name!r} for {self.op.name}" for name in self.differentiable)
-            declare(bwd)
+            labels = tuple(f"the gradient of {name!r} for {self.op.name}" for name in self.differentiable)
+            bwd = declare_backward(where, f"{self.op.name}_backward", function, rule, declared.contiguous, labels)
         else:
             raise TypeError(f"{where}: expected a kernel function or a tensorplug.Op as the backward, got "
                             f"{type(function).__name__}")
@@ -306,7 +302,7 @@ class BoundBackward:
             if key is None:
                 continue
             kind = next(s[3] for s in slots if s[0] == key)
-            ok = p.kind in _TENSOR_KINDS if kind == "tensor" else p.kind == kind
+            ok = p.kind in GRADIENT_TENSOR_KINDS if kind == "tensor" else p.kind == kind
             if not ok:
                 raise ValueError(f"{where}: the backward {fname}'s parameter {p.name!r} is a {p.kind}; it receives "
                                  f"{described[key]}, a {kind}")
@@ -366,8 +362,6 @@ def no_backward_message(op) -> str:
 
 
 def _params_of(function):
-    from .ops import parse_signature
-
     text = function.signature_text
     if text is None:
         raise ValueError(f"backward {function.__name__!r} exports no signature; export it with TENSORPLUG_EXPORT")

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 from _thread import allocate_lock
-from collections import namedtuple
 
 from . import _core
 from ._registry import registry
+from ._signature import (LIST_KINDS, PARAM_KINDS, RESULT_KINDS, SCALAR_KINDS, TENSOR_KINDS, TENSOR_LIST_KINDS,
+                         UNTRACEABLE_KINDS, WRITTEN_KINDS, Param, parse_signature)
 from .gradients import Backward, BoundBackward
 from .shapes import RuleError, TensorSpec, compile_returns
 from .sharding import ShardingRule, compile_sharding
@@ -24,53 +25,10 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (import 
 if TYPE_CHECKING:
     from typing import Any
 
-# The signature kinds (csrc/include/tensorplug/vocabulary.h) as an op sees them: each
-# parameter kind is a tensor, a scalar, or one no compiler can trace (tests/ops/test_op.py
-# checks that every kind of the vocabulary is classified). "mview" (a tensorplug::MutableView
-# parameter) is a tensor the kernel writes. Lists: "views" (read-only tensors; torch
-# Tensor[], jax a run of XLA operands) and "ints" (torch SymInt[], jax an i64 array attribute).
-_PARAM_KINDS = frozenset(_core.VOCABULARY["param_kinds"])
-TENSOR_KINDS = frozenset({"view", "tensor", "mview"})
-WRITTEN_KINDS = frozenset({"mview"})
-SCALAR_KINDS = frozenset({"int", "float", "bool", "str", "device", "dtype"})
-LIST_KINDS = frozenset({"views", "ints"}) & _PARAM_KINDS
-# A written list ("mviews") has no torch schema or jax form yet (docs/decisions.md); handles
-# are state no compiler can see into.
-UNTRACEABLE_KINDS = frozenset({"func", "any", "mviews", "handle"})
-RESULT_KINDS = frozenset({"void", "tensor", "tuple"})
-
 # Python scalar types, resolved when an op is declared (a tracer cannot run the hooks).
 _SCALAR_TYPES = (int, float, bool, complex, str, type(None))
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*")
 _LISTS = (list, tuple)
-
-
-class Param(namedtuple("Param", ("name", "kind", "optional", "written"), defaults=(False, False))):
-    """One parameter of an op: ``name``, signature ``kind`` (``"view"``, ``"int"``, ...,
-    without the optional marker), ``optional`` (accepts None) and ``written`` (the kernel
-    writes this tensor in place)."""
-
-    __slots__ = ()
-
-    @property
-    def is_tensor(self) -> bool:
-        return self.kind in TENSOR_KINDS
-
-    @property
-    def is_tensor_list(self) -> bool:
-        return self.kind == "views"
-
-
-def parse_signature(text: str) -> tuple[tuple[Param, ...], str]:
-    """``("x:view;n:?int->tensor")`` -> ``((Param('x', 'view'), Param('n', 'int', True)), 'tensor')``."""
-    params_text, _, result = text.partition("->")
-    params = []
-    for item in filter(None, params_text.split(";")):
-        name, _, kind = item.partition(":")
-        optional = kind.startswith("?")
-        kind = kind.lstrip("?").partition("<")[0]  # "handle<mylib.Plan>": a handle
-        params.append(Param(name, kind, optional, kind in WRITTEN_KINDS))
-    return tuple(params), result.partition("<")[0]
 
 
 class Op(_core.OpCall):
@@ -418,7 +376,7 @@ def declare(made: Op, backward: Backward | None = None) -> Op:
         _ops[name] = made
     try:
         if backward is not None:
-            made.backward = BoundBackward(made, backward)
+            made.backward = BoundBackward(made, backward, _declare_backward)
         registry.op_declared(made)
         for arg_type in _SCALAR_TYPES:
             made.resolve(arg_type)
@@ -427,6 +385,19 @@ def declare(made: Op, backward: Backward | None = None) -> Op:
             del _ops[name]
         raise
     return made
+
+
+def _declare_backward(where: str, name: str, function, returns, contiguous, result_labels) -> Op:
+    """Declare a backward given as a kernel function as the op ``name``, for
+    :class:`tensorplug.gradients.BoundBackward`, which derives its rule (``result_labels``
+    name the input each gradient is for, in result checks). A ValueError about the
+    declaration is prefixed with ``where``."""
+    try:
+        made = Op(name, function, returns=returns, contiguous=contiguous)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    made.result_labels = result_labels
+    return declare(made)
 
 
 def get_op(name: str) -> Op | None:
@@ -451,7 +422,9 @@ def _adapters_changed(plugin) -> None:
 
 registry.listeners.append(_adapters_changed)
 
-__all__ = ["Op", "Param", "declared_ops", "get_op", "op", "parse_signature"]
+# The kind sets (tensorplug._signature, where they are explained), public here for adapters.
+__all__ = ["LIST_KINDS", "PARAM_KINDS", "RESULT_KINDS", "SCALAR_KINDS", "TENSOR_KINDS", "TENSOR_LIST_KINDS",
+           "UNTRACEABLE_KINDS", "WRITTEN_KINDS", "Op", "Param", "declared_ops", "get_op", "op", "parse_signature"]
 
 
 def _describe_bound(bound: dict[str, Any]) -> str:

@@ -1,8 +1,8 @@
 """Running code right after a module is imported, without importing it.
 
 An adapter that must act when its framework, or a part of it, is imported asks
-:func:`call_after_import`: ``torch_compile`` registers the ops declared before
-``import torch``, ``torch_sharding`` the strategies waiting for ``torch.distributed.tensor``
+:func:`call_after_import`: ``torch.registration`` registers the ops declared before
+``import torch``, the DTensor strategies waiting for ``torch.distributed.tensor``
 (whose import costs seconds that no declaration should pay). One ``sys.meta_path`` finder
 serves every watched name: it answers for those names only, finds nothing itself (it wraps
 the loader the other finders return, so that the callbacks run once the module has been

@@ -28,7 +28,8 @@ from ._select import Candidate, Selection
 from ._select import select as _match
 from . import _signing
 from ._signing import generate_key, trusted_keys
-from ._sources import ENTRY_POINT_GROUP, INSTALLED, LOAD_TIMEOUT_S, Cache, Deadline, load_deadline, open_source, verify
+from ._deadline import Deadline
+from ._sources import ENTRY_POINT_GROUP, INSTALLED, LOAD_TIMEOUT_S, Cache, load_deadline, open_source, verify
 
 LOCK_FORMAT = "tensorplug-hub-lock/1"
 _LOCK_LIMIT = 16 << 20  # bytes

@@ -16,7 +16,7 @@ import ssl
 import threading
 import urllib.parse
 
-from ._sources import Deadline
+from ._deadline import Deadline
 
 MAX_REDIRECTS = 5
 

@@ -14,11 +14,11 @@ import contextvars
 import hashlib
 import os
 import tempfile
-import time
 from pathlib import Path
 
 from .._verified import open_verified, private_directory
 from . import _signing
+from ._deadline import Deadline
 from ._elf import read_elf
 from ._layout import LIBRARY_INDEX, ROOT_INDEX, Build, IntegrityError, check_name, parse_index, parse_root_index
 
@@ -28,21 +28,6 @@ HTTP_TIMEOUT_S = 30.0  # the whole of one request: connecting, headers and body
 LOAD_TIMEOUT_S = 300.0  # the whole of one hub.load / fetch / select: every request it makes
 _INDEX_LIMIT = 16 << 20  # bytes; an index larger than this is refused, not read
 _SIGNATURE_LIMIT = 4096
-
-class Deadline:
-    """A point in time (``time.monotonic``) that every step of a request is checked against."""
-
-    def __init__(self, seconds: float, what: str):
-        self.at = time.monotonic() + seconds
-        self.seconds = seconds
-        self.what = what
-
-    def left(self, url: str) -> float:
-        left = self.at - time.monotonic()
-        if left <= 0:
-            raise TimeoutError(f"GET {url}: {self.what} took longer than its {self.seconds:g} s deadline")
-        return left
-
 
 # The deadline of the hub call in progress (hub.load and friends set it), which every
 # request of an HTTP source is held to as well as its own.

@@ -1,11 +1,11 @@
 """The compiled torch bridge: an op's dispatcher kernels compiled against the headers of
 the torch in hand, at run time, for ops whose parameters are plain tensors and scalars.
 
-tensorplug's own build reaches torch through the stable C shim (:mod:`torch_native`), which
+tensorplug's own build reaches torch through the stable C shim (:mod:`.native`), which
 works with every torch >= 2.10 unchanged, but where torch boxes each tensor argument into a
 heap handle per call and each tensor is read through seven shim calls: about 1,500
 instructions per call that a kernel compiled against torch's headers does not pay
-(benchmarks/README.md). ``torch_bridge.cc`` is that kernel: it passes torch's own stack on,
+(benchmarks/README.md). ``bridge.cc`` is that kernel: it passes torch's own stack on,
 borrowed, to the same plan (``csrc/python/torch_native.cc``), so everything else (rules,
 checks, the stream and allocator, the Autograd kernel's choices) is the stable path's.
 
@@ -25,7 +25,7 @@ import os
 _log = logging.getLogger("tensorplug")
 
 ENV = "TENSORPLUG_TORCH_BRIDGE"
-_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_bridge.cc")
+_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bridge.cc")
 _LIBRARY = "tensorplug_torch_bridge"
 
 _library: ctypes.CDLL | None = None
@@ -66,7 +66,7 @@ def _log_failure() -> None:
 
 def build_options(torch) -> dict:
     """The :func:`tensorplug.cpp.build` keywords that compile a source against ``torch``'s
-    headers and libraries (also the serving library's, torch_serving.py)."""
+    headers and libraries (also the serving library's, serving.py)."""
     root = os.path.dirname(torch.__file__)
     include, lib = os.path.join(root, "include"), os.path.join(root, "lib")
     # torch's headers as system headers: the cache's stamp lists the headers a build
@@ -79,7 +79,7 @@ def build_options(torch) -> dict:
 
 
 def build(torch) -> str:
-    """Compile ``torch_bridge.cc`` against ``torch``'s headers and libraries (cached by
+    """Compile ``bridge.cc`` against ``torch``'s headers and libraries (cached by
     :func:`tensorplug.cpp.build`, keyed also by torch's version and commit) and return the
     library's path. Raises :class:`tensorplug.cpp.BuildError` when no compiler is found or
     the build fails."""
@@ -90,7 +90,7 @@ def build(torch) -> str:
 
 def attach(torch) -> bool:
     """Build (or find) and load the bridge, once per process; False, with :func:`error`
-    saying why, where it cannot be had. torch's shim must be loaded (torch_native). The
+    saying why, where it cannot be had. torch's shim must be loaded (native.py). The
     library is loaded as :func:`tensorplug.cpp.load_cdll` verifies it (the file its build
     recorded; a truncated or replaced one is built again)."""
     global _library, _attach_error

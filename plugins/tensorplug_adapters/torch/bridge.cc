@@ -1,5 +1,5 @@
 // The compiled torch bridge: the dispatcher kernels of tensorplug ops, compiled at run time
-// against the headers of the torch in hand (torch_bridge.py builds it, cached per torch).
+// against the headers of the torch in hand (bridge.py builds it, cached per torch).
 //
 // tensorplug's own build knows no torch header: its kernels reach torch through the stable
 // C shim (csrc/python/torch_native.cc), where torch boxes every tensor argument into a heap

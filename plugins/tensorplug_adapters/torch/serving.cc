@@ -1,17 +1,17 @@
 // The registration library of tensorplug ops for C++ processes without Python (issue 44):
-// it reads the tensorplug record of an AOTInductor package (torch_aoti.add_ops, version 2),
+// it reads the tensorplug record of an AOTInductor package (aoti.add_ops, version 2),
 // loads the kernel libraries it names through tensorplug's C API (libtensorplug, no
 // Python), and registers each op's schema, overloads and CPU kernel with torch's dispatcher,
 // so torch::inductor::AOTIModelPackageLoader finds them. Compiled at run time against the
 // headers of the torch in hand and tensorplug's public C headers only
-// (tensorplug_adapters.torch_serving.build, cached per torch version).
+// (tensorplug_adapters.torch.serving.build, cached per torch version).
 //
 // The kernel here is a narrower plan than the Python process's (csrc/python/torch_native.cc,
 // which lives in tensorplug's Python extension and so cannot be loaded here): parameters are
 // tensors (optional too; a contiguous= one passed as a compact copy where it is not), ints,
 // floats and bools; results are new tensors, allocated
 // through torch while the call runs; the output rule is checked as far as the record's
-// compiled form reaches (torch_aoti._rule_program); the CPU key only (no CUDA stream is
+// compiled form reaches (aoti._rule_program); the CPU key only (no CUDA stream is
 // bound, no Autograd kernel, no fake kernel: a package's proxy executor needs none). One call
 // plan in csrc/runtime (issue 41) would let both kernels share one.
 #include <ATen/core/Tensor.h>
@@ -37,13 +37,13 @@
 #include <utility>
 #include <vector>
 
-#include "torch_serving.h"
+#include "serving.h"
 
 #define TP_SERVING_EXPORT __attribute__((visibility("default")))
 
 namespace {
 
-constexpr int64_t kRecordVersion = 2;  // torch_aoti.RECORD_VERSION
+constexpr int64_t kRecordVersion = 2;  // aoti.RECORD_VERSION
 const char kRecords[] = "extra/tensorplug_ops_";
 
 // ------------------------------------------------------------------ JSON (the record) ----
@@ -325,7 +325,7 @@ struct Param {
   bool contiguous;  // declared contiguous=: a non-compact tensor is passed as a compact copy
 };
 
-// One output rule in its compiled form (torch_aoti._rule_program).
+// One output rule in its compiled form (aoti._rule_program).
 struct Rule {
   enum ShapeKind { kUnchecked, kLike, kDims } shape_kind = kUnchecked;
   int64_t like = -1;
@@ -706,7 +706,7 @@ int RegisterRecord(const std::string& text, const std::string& record_name, cons
   const Json* version = doc.get("version");
   TORCH_CHECK(version != nullptr && version->i == kRecordVersion, record_name, ": a tensorplug record of version ",
               version ? std::to_string(version->i) : std::string("1"), "; this registration library reads version ",
-              kRecordVersion, " (record the ops again with this tensorplug's torch_aoti.add_ops)");
+              kRecordVersion, " (record the ops again with this tensorplug's aoti.add_ops)");
   Registry& registry = TheRegistry();
   std::lock_guard<std::mutex> lock(registry.mutex);
   int registered = 0;

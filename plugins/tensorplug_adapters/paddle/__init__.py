@@ -95,7 +95,7 @@ def tensorplug_stream_handle(stream):
 # ------------------------------------------------------------------------- ops ----
 # An op called with paddle values: eagerly, the kernel function (the fastest call) unless a
 # gradient may flow through it; otherwise, and for the static values of ``paddle.jit.to_static``
-# (SOT and full_graph), paddle's operator of the op (paddle_static: a custom operator built
+# (SOT and full_graph), paddle's operator of the op (static.py: a custom operator built
 # at run time, whose grad operator runs the declared backward or refuses naming the op).
 
 
@@ -124,9 +124,9 @@ def _make_impl(op, paddle):
         if written and not traced:  # as torch's adapter: a gradient through an eager write would be wrong
             raise RuntimeError(f"{no_backward_message(op)}; or call it under paddle.no_grad(), on tensors with "
                                "stop_gradient=True")
-        from . import paddle_static
+        from . import static
 
-        return paddle_static.call(op, args, kwargs)
+        return static.call(op, args, kwargs)
 
     call.__name__ = op.opname
     call.__qualname__ = f"paddle_op_{op.namespace}_{op.opname}"
@@ -152,7 +152,7 @@ def tensorplug_op_declared(op):
     if paddle is not None:
         _resolve_paddle_types(op, paddle)
     else:
-        from .after_import import call_after_import
+        from ..after_import import call_after_import
 
         call_after_import("paddle", _resolve_all_after_import)
     return None

@@ -3,8 +3,8 @@
 jax arrays are immutable, so they enter kernels flagged read-only and results come back
 as new ``jax.Array`` objects. A traced value inside ``jax.jit`` has no data to hand over:
 passing one to a plain function raises TypeError saying so; a function declared with
-``tensorplug.op`` is an XLA custom call instead (``jax_ops``), usable inside ``jax.jit``,
-``vmap`` and ``grad`` (its declared backward, ``jax_grad``).
+``tensorplug.op`` is an XLA custom call instead (``ops``), usable inside ``jax.jit``,
+``vmap`` and ``grad`` (its declared backward, ``grad``).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def tensorplug_output_table(framework):
 
 @hookimpl
 def tensorplug_op_declared(op):
-    # The XLA target is registered at the op's first call with jax values (jax_ops.JaxOp),
+    # The XLA target is registered at the op's first call with jax values (ops.JaxOp),
     # so declaring an op never imports jax.
     return None
 
@@ -101,20 +101,20 @@ def tensorplug_op_impl(op, arg_type):
     jax = sys.modules.get("jax")
     if jax is None or not issubclass(arg_type, (jax.Array, jax.core.Tracer)):
         return None
-    from . import jax_grad, jax_ops
+    from . import grad, ops
 
     if op.sharding is not None:
-        from . import jax_sharding
+        from . import sharding
 
-        sharded = jax_sharding.ShardedJaxOp(op)  # decides per call: on one device, as below
+        sharded = sharding.ShardedJaxOp(op)  # decides per call: on one device, as below
         if not issubclass(arg_type, jax.core.Tracer):
             return sharded
         # Traced: the partitioned call inside the custom_vjp of the declared backward (jax has
         # no differentiation rule for custom_partitioning itself).
-        return jax_grad.GradJaxOp(op, sharded)
+        return grad.GradJaxOp(op, sharded)
     if not op.written and not issubclass(arg_type, jax.core.Tracer):
         # Concrete arrays and a kernel that writes none of them: the direct call (as for a
         # plain function) is the fastest, and gives what the XLA custom call would.
         return None
     # The custom call inside a custom_vjp whose rules come from the op's declared backward.
-    return jax_grad.GradJaxOp(op, jax_ops.JaxOp(op))
+    return grad.GradJaxOp(op, ops.JaxOp(op))

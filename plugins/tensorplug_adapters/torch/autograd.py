@@ -1,5 +1,5 @@
 """torch's side of an op's declared backward (:mod:`tensorplug.gradients`): the autograd
-formula of each ``torch.library`` custom op, registered with the op (``torch_compile``).
+formula of each ``torch.library`` custom op, registered with the op (:mod:`.registration`).
 
 - An op with a backward gets an autograd formula (``_autograd_kernel``, what
   ``torch.library.register_autograd`` makes, leaner) with a ``setup_context``
@@ -19,7 +19,7 @@ Each Autograd kernel here notes the text of an exception it raises or passes on
 (``exchange.torch_native_note_raised``): the native Autograd kernel above it, which calls
 it through torch's dispatcher, reports that text where torch keeps none (before 2.13).
 
-These kernels are Python. Where an op has the native kernel (``torch_native``), its
+These kernels are Python. Where an op has the native kernel (``native``), its
 default overload's Autograd kernel is native and calls the kernel here (registered on the
 ``grad`` overload) only for a call that needs Python: a gradient, a dispatch mode, a tensor
 subclass. Elsewhere the kernel here is the default overload's, and every eager call pays
@@ -33,21 +33,21 @@ from tensorplug.gradients import no_backward_message
 from tensorplug.shapes import dtype_name
 
 
-def register(torch, op, lib, name: str, below: str = "default") -> None:
-    """Register the autograd kernel of ``op`` (already defined in ``lib``) as the Autograd
-    kernel of its overload ``name``: the default (``op.opname``), or, where the default's
-    Autograd kernel is native (``torch_native.register_autograd``), the overload that one
-    passes calls needing Python on to. ``below`` names the overload whose kernels run
-    below autograd: the default, or the native kernel's ``nograd`` (so that graphs traced
-    through this kernel call that overload, which has no Autograd kernel of its own)."""
+def kernel(torch, op, below: str = "default"):
+    """The Autograd kernel of ``op`` (a keyset-first function, registered by
+    :mod:`.registration` with ``with_keyset=True``): for the default overload, or, where the
+    default's Autograd kernel is native (``native.NativePlan.register_autograd``), for the
+    overload that one passes calls needing Python on to. ``below`` names the overload whose
+    kernels run below autograd: the default, or the native kernel's ``nograd`` (so that
+    graphs traced through this kernel call that overload, which has no Autograd kernel of
+    its own)."""
     if op.written:
-        lib.impl(name, _refuse_grad_of_written(torch, op, below), "Autograd", with_keyset=True)
-        return
+        return _refuse_grad_of_written(torch, op, below)
     if op.backward is None:
         setup_context, backward = _no_context, _no_backward(op)
     else:
         setup_context, backward = _formula(op)
-    lib.impl(name, _autograd_kernel(torch, op, setup_context, backward, below), "Autograd", with_keyset=True)
+    return _autograd_kernel(torch, op, setup_context, backward, below)
 
 
 def _below(torch, op, below: str):

@@ -18,65 +18,32 @@ An op that writes an argument gets no strategy: DTensor may redistribute an inpu
 new tensor, and the kernel's write would then be lost. Its DTensor calls are refused
 (RuntimeError naming the op; docs/compilers.md).
 
-The strategy is registered when the op becomes a torch operator if ``torch.distributed.tensor``
-is imported then, else right after it is imported (:mod:`.after_import`): importing DTensor costs about
-2.3 s (measured with torch 2.13), which no op declaration should pay, and an op first called
-with a DTensor inside ``torch.compile`` must find its strategy and its DTensor resolution
-already there (dynamo cannot run the adapter hooks).
+:mod:`.registration` registers the strategy when the op becomes a torch operator if
+``torch.distributed.tensor`` is imported then, else right after it is imported
+(:mod:`tensorplug_adapters.after_import`): importing DTensor costs about 2.3 s (measured
+with torch 2.13), which no op declaration should pay, and an op first called with a DTensor
+inside ``torch.compile`` must find its strategy and its DTensor resolution already there
+(dynamo cannot run the adapter hooks).
 """
 
 from __future__ import annotations
 
 import sys
-import threading
 
 from tensorplug import Device, TensorSpec
 from tensorplug.shapes import dtype_name
 
-from .after_import import call_after_import
-
-_DTENSOR = "torch.distributed.tensor"
-_lock = threading.RLock()
-_registered: set[str] = set()
-_waiting: list = []  # (op, overloads): ops with a rule registered before DTensor was imported
+DTENSOR = "torch.distributed.tensor"
 
 
 def dtensor_type():
     """``DTensor`` when torch's distributed tensors are imported, else None."""
-    module = sys.modules.get(_DTENSOR)
+    module = sys.modules.get(DTENSOR)
     return getattr(module, "DTensor", None)
 
 
-def ensure(torch, op, *overloads) -> None:
-    """Register the DTensor strategy of ``op`` (for each of its torch ``overloads``) once,
-    if the op has a sharding rule: now if DTensor is imported, else right after it is."""
-    if op.sharding is None or op.name in _registered:
-        return
-    with _lock:
-        if op.name in _registered:
-            return
-        if dtensor_type() is None:
-            _waiting.append((op, overloads))
-            call_after_import(_DTENSOR, _dtensor_imported)
-            return
-        from torch.distributed.tensor.experimental import register_sharding
-
-        strategy = _strategy(op)
-        for overload in overloads:
-            register_sharding(overload)(strategy)
-        _registered.add(op.name)
-
-
-def _dtensor_imported(module) -> None:
-    with _lock:
-        waiting = list(_waiting)
-        _waiting.clear()
-        for op, overloads in waiting:
-            ensure(None, op, *overloads)
-            op.resolve(dtensor_type())  # a traced call finds DTensor's resolution cached
-
-
-def _strategy(op):
+def strategy(op):
+    """The DTensor strategy of ``op`` from its sharding rule (for ``register_sharding``)."""
     from torch.distributed.tensor import Replicate, Shard
 
     names = [p.name for p in op.params]
@@ -97,7 +64,7 @@ def _strategy(op):
                 specs[p.name] = TensorSpec(tuple(value.shape), dtype_name(value.tensor_meta.dtype),
                                            Device(value.mesh.device_type, 0))
                 mesh_sizes.update(value.mesh.shape)
-            elif p.kind == "ints" and value is not None:
+            elif p.is_int_list and value is not None:
                 specs[p.name] = tuple(value)
             else:
                 specs[p.name] = value

@@ -3,7 +3,7 @@
 A model exported with ``torch.export`` and packaged with
 ``torch._inductor.aoti_compile_and_package`` calls each tensorplug op through torch's
 dispatcher (AOTInductor's proxy executor, C++), which finds the op's native kernel
-(:mod:`tensorplug_adapters.torch_native`). A fresh process must have the ops registered
+(:mod:`tensorplug_adapters.torch.native`). A fresh process must have the ops registered
 before it loads the package. :func:`add_ops` records, inside the package, the ops of the
 kernel libraries the model uses (each op's name, kernel library, function, output rule and
 written parameters); :func:`load_package` in the fresh process loads those libraries,
@@ -11,14 +11,14 @@ declares their ops from the record and loads the package: the process itself dec
 nothing::
 
     torch._inductor.aoti_compile_and_package(exported, package_path=path)
-    torch_aoti.add_ops(path, kernels, [scale, axpy])   # kernels: the tensorplug.Module
+    aoti.add_ops(path, kernels, [scale, axpy])        # kernels: the tensorplug.Module
 
     # another process
-    model = torch_aoti.load_package(path)              # imports torch; loads the libraries
+    model = aoti.load_package(path)                    # imports torch; loads the libraries
     y = model(x)
 
 A C++ process without Python registers the recorded ops with the registration library
-of :mod:`tensorplug_adapters.torch_serving` before it loads the package;
+of :mod:`tensorplug_adapters.torch.serving` before it loads the package;
 :func:`native_libraries` lists what such a deployment ships. Ops whose output rule is a
 Python shape function cannot be recorded (ValueError).
 
@@ -42,12 +42,13 @@ import zipfile
 
 import tensorplug
 from tensorplug import Output
+from tensorplug.ops import TENSOR_KINDS
 from tensorplug.shapes import dtype_name
 
 #: The records' names inside the package (a zip archive whose entries all sit in one root
 #: folder): one file per add_ops call, among the archive's extra files.
 RECORDS = "extra/tensorplug_ops_"
-#: The record format :func:`add_ops` writes (torch_serving.cc reads this version only).
+#: The record format :func:`add_ops` writes (serving.cc reads this version only).
 RECORD_VERSION = 2
 
 
@@ -62,13 +63,13 @@ def add_ops(package_path: str, module, ops) -> None:
     """Record in the package at ``package_path`` the tensorplug ``ops`` whose functions come
     from kernel library ``module`` (a :class:`tensorplug.Module`). ValueError for an op of
     another library, or one whose output rule is a Python shape function."""
-    from .torch_compile import FUNCTIONALIZABLE, GRAD, NO_GRAD, schema
+    from .registration import FUNCTIONALIZABLE, GRAD, NO_GRAD, schema
 
     entries = []
     for op in ops:
         fn = op.function.__name__
         if getattr(module, fn, None) is not op.function:
-            raise ValueError(f"torch_aoti.add_ops: op {op.name!r} calls {fn}, which is not a function of {module!r}")
+            raise ValueError(f"aoti.add_ops: op {op.name!r} calls {fn}, which is not a function of {module!r}")
         entries.append({"name": op.name, "library": os.path.abspath(module.path), "function": fn,
                         "returns": _rule_record(op), "writes": list(op.written), "schema": schema(op),
                         "overloads": ["", *([FUNCTIONALIZABLE] if op.written else []), NO_GRAD, GRAD],
@@ -96,16 +97,16 @@ def records(package_path: str) -> list:
 
 def native_libraries(package_path: str, *, torch=None) -> list[str]:
     """What a C++ process without Python loads to run the package, in load order:
-    ``libtensorplug.so``, the registration library :func:`torch_serving.build` made for this
+    ``libtensorplug.so``, the registration library :func:`serving.build` made for this
     torch (built now if it is not cached), then each kernel library the record names (first
     use first, each once). A deployment ships these files (and libtorch); docs/compilers.md
     shows the C++ side. Raises :class:`tensorplug.cpp.BuildError` when the registration
     library cannot be built."""
     from tensorplug import cpp
 
-    from . import torch_serving
+    from . import serving
 
-    libraries = [os.path.join(cpp.lib_dir(), "libtensorplug.so"), torch_serving.build(torch)]
+    libraries = [os.path.join(cpp.lib_dir(), "libtensorplug.so"), serving.build(torch)]
     for entry in records(package_path):
         if entry["library"] not in libraries:
             libraries.append(entry["library"])
@@ -138,7 +139,7 @@ def _rule_record(op):
     out = []
     for rule in rules:
         if not isinstance(rule, Output):
-            raise ValueError(f"torch_aoti.add_ops: op {op.name!r} has a Python shape function as its output rule, "
+            raise ValueError(f"aoti.add_ops: op {op.name!r} has a Python shape function as its output rule, "
                              "which a package cannot carry; declare it as tensorplug.Output or tensorplug.like")
         record = {"shape": list(rule.shape) if isinstance(rule.shape, (list, tuple)) else rule.shape,
                   "dtype": rule.dtype if isinstance(rule.dtype, str) else dtype_name(rule.dtype),
@@ -153,7 +154,7 @@ _PROGRAM_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", a
 
 
 def _rule_program(rule: dict, params) -> dict:
-    """One output rule in the form torch_serving.cc evaluates without Python, so the C++
+    """One output rule in the form serving.cc evaluates without Python, so the C++
     process checks results as the Python one does, as far as this form reaches:
 
     - ``shape``: ``["like", i]`` (the shape of tensor parameter i), or a list with one item
@@ -168,7 +169,7 @@ def _rule_program(rule: dict, params) -> dict:
       argument's device, CPU when none), None where unchecked (a device parameter)."""
     index = {p.name: i for i, p in enumerate(params)}
     kinds = {p.name: p.kind for p in params}
-    tensors = {"view", "mview", "tensor"}
+    tensors = TENSOR_KINDS
 
     def dim(expr):
         if isinstance(expr, int):

@@ -1,5 +1,5 @@
 // tensorplug ops in a C++ process without Python: the registration library of
-// torch_serving.cc (built by tensorplug_adapters.torch_serving.build, against the torch the
+// serving.cc (built by tensorplug_adapters.torch.serving.build, against the torch the
 // process links). docs/compilers.md, "AOTInductor", shows a complete program.
 //
 //   tensorplug_serving::register_package("model.pt2");          // before loading the package
@@ -18,7 +18,7 @@
 namespace tensorplug_serving {
 
 // Registers every tensorplug op recorded in the AOTInductor package at `package_path`
-// (tensorplug_adapters.torch_aoti.add_ops's record, version 2): loads each kernel library
+// (tensorplug_adapters.torch.aoti.add_ops's record, version 2): loads each kernel library
 // it names through tensorplug's C API, defines each op's schema and overloads, and
 // registers its CPU kernel with torch's dispatcher. `library_dir`, when not empty, is where
 // the kernel libraries are found (by file name) instead of the paths the record holds.

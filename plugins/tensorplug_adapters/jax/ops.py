@@ -64,7 +64,7 @@ class JaxOp:
             value = bound.get(p.name)
             if value is None:
                 if not p.optional:
-                    what = "a tensor" if p.is_tensor else f"{'a list of tensors' if p.kind == 'views' else p.kind}"
+                    what = "a tensor" if p.is_tensor else f"{'a list of tensors' if p.is_tensor_list else p.kind}"
                     raise TypeError(f"{op.name}() argument '{p.name}': expected {what}, got None")
                 plan.append((p.name, _NONE, 0, "", "view"))
                 specs[p.name] = None
@@ -81,7 +81,7 @@ class JaxOp:
                     plan.append((p.name, _INPUT, len(operands), "", kind))
                 operands.append(array)
                 continue
-            if p.kind == "views":
+            if p.is_tensor_list:
                 if not isinstance(value, (list, tuple)):
                     raise TypeError(f"{op.name}() argument '{p.name}': expected a list of tensors, got "
                                     f"{type(value).__name__}")
@@ -95,7 +95,7 @@ class JaxOp:
                                 "kernel inside jax (XLA attributes are numbers, strings and int arrays); call the "
                                 "kernel function eagerly instead")
             attrs[p.name] = _attribute(op, p, value)
-            specs[p.name] = tuple(int(v) for v in attrs[p.name]) if p.kind == "ints" else value
+            specs[p.name] = tuple(int(v) for v in attrs[p.name]) if p.is_int_list else value
             plan.append((p.name, _ATTR, 0, p.name, p.kind))
 
         allocated = op.output_specs(specs)
@@ -140,7 +140,7 @@ def _attribute(op, p, value):
         return value
     if p.kind == "dtype":
         return dtype_name(value)
-    if p.kind == "ints":
+    if p.is_int_list:
         if isinstance(value, numpy.ndarray) and value.ndim == 1 and value.dtype.kind in "iu":
             value = value.tolist()
         items = list(value) if isinstance(value, (list, tuple)) else None

@@ -1,9 +1,9 @@
 // paddle's custom operators for tensorplug ops, compiled against the installed paddle at
-// run time (plugins/tensorplug_adapters/paddle_static.py builds and loads this file).
+// run time (plugins/tensorplug_adapters/paddle/static.py builds and loads this file).
 //
 // One generic operator per number of tensors n and of results k, `tensorplug_op<n>_<k>` (at the
 // end of this file): its inputs are the op's tensors, its attributes the op's name (`op`) and
-// the rest of the call (`call`, JSON written by paddle_static.py: scalars, where each tensor
+// the rest of the call (`call`, JSON written by static.py: scalars, where each tensor
 // goes, the kernel library). Its kernel and its infer-shape/infer-dtype functions call back into
 // Python (set by tp_paddle_set_callbacks, ctypes callbacks: they take the GIL), where the
 // declaration lives: the kernel hands paddle's tensors over as DLPack and takes the
@@ -13,7 +13,7 @@
 // the op, when it has none).
 //
 // Nothing here knows an op: a program saved with these operators runs in a process that
-// registers this library and finds the kernels (paddle_static.py, docs/compilers.md).
+// registers this library and finds the kernels (static.py, docs/compilers.md).
 
 #include <cstdint>
 #include <cstring>
@@ -199,7 +199,7 @@ Specs Infer(const std::string& op, const std::string& call, const std::vector<st
 extern "C" __attribute__((visibility("default"))) int tp_paddle_set_callbacks(RunFn run, InferFn infer) {
   g_run = run;
   g_infer = infer;
-  return 1;  // the interface version paddle_static.py expects
+  return 1;  // the interface version static.py expects
 }
 
 // The operators, one per number of tensors (n, at most 6) and of results (k, at most 4):

@@ -5,8 +5,9 @@ torch (>= 2.10) exports a stable C shim from libtorch (``torch_library_impl`` re
 boxed C kernel; ``aoti_torch_*`` functions read and allocate tensors). tensorplug's
 extension resolves those symbols in the already-loaded libtorch at run time
 (``csrc/python/torch_native.cc``), so it is built once, against no torch header, for every
-torch version that has them. :func:`register` gives an op that kernel for its dispatch key;
-when it cannot (a torch without the shim functions, an output rule that is a Python shape
+torch version that has them. :func:`define_native_plan` gives an op that kernel (a plan in
+the extension, which :class:`NativePlan` registers per overload and dispatch key); when it
+cannot (a torch without the shim functions, an output rule that is a Python shape
 function), the op keeps the Python kernel and :func:`reason` says why (also logged at INFO
 on the ``tensorplug`` logger). docs/compilers.md and docs/decisions.md describe the path.
 """
@@ -20,7 +21,7 @@ import os
 from tensorplug import exchange
 from tensorplug.shapes import Output, dtype_name
 
-from . import torch_bridge
+from . import bridge
 
 _log = logging.getLogger("tensorplug")
 
@@ -51,16 +52,19 @@ def _load_shim(torch) -> str | None:
         lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
         _shim_missing = exchange.torch_native_load([os.path.join(lib_dir, name) for name in _LIBRARIES])
         _shim_loaded = True
-        if _shim_missing is None and torch_bridge.wanted():
-            torch_bridge.attach(torch)
+        if _shim_missing is None and bridge.wanted():
+            bridge.attach(torch)
     return _shim_missing
 
 
-def register(torch, op, key: str, names) -> int | None:
-    """Register the native kernel of ``op`` as its ``key`` kernel for each overload in
-    ``names`` (``"name"``, ``"name.mutable"``) and return its plan's slot (for
-    :func:`register_more` and :func:`register_autograd`). None, with :func:`reason` set,
-    when the op keeps the Python kernel."""
+def define_native_plan(torch, op) -> NativePlan | None:
+    """The op's native plan, defined in tensorplug's extension: the one place that asks the
+    extension for a plan (``exchange.torch_native_define``; its kernels are registered
+    through the returned :class:`NativePlan`). None, with :func:`reason` set, when the op
+    keeps the Python kernel.
+
+    This is the seam where the core's public call-plan API is to come in: the calls into
+    the extension below and in :class:`NativePlan` are the private ones it replaces."""
     try:
         missing = _load_shim(torch)
         if missing:
@@ -72,7 +76,7 @@ def register(torch, op, key: str, names) -> int | None:
             raise _NoNative("it is a derived backward, whose gradients the Python kernel checks naming their inputs")
         if op.contiguous:
             # The native kernel passes torch's tensors on as they are; a compact copy is the
-            # Python kernel's (torch_compile._compacting, docs/decisions.md has the cost).
+            # Python kernel's (registration._compacting, docs/decisions.md has the cost).
             raise _NoNative(f"it declares contiguous={op.contiguous!r}, and the native kernel cannot make compact "
                             "copies")
         if op.written and not exchange.torch_native_has_bump_version():
@@ -85,48 +89,53 @@ def register(torch, op, key: str, names) -> int | None:
         _reasons[op.name] = str(e)
         _log.info("tensorplug: %s keeps the Python kernel in torch: %s", op.name, e)
         return None
-    register_more(slot, op, key, names)
     _reasons[op.name] = None
-    return slot
+    return NativePlan(torch, op, slot)
 
 
-def register_more(slot: int, op, key: str, names) -> None:
-    """The native kernel of plan ``slot`` as the ``key`` kernel of more overloads of ``op``."""
-    for name in names:
-        _register_kernel(slot, op, key, name)
+class NativePlan:
+    """An op's plan in the extension (its slot), whose native kernel :meth:`register` makes
+    a dispatcher kernel of an overload. ``autograd``: whether this torch lets the op's
+    Autograd kernel be native too (:meth:`register_autograd`)."""
 
+    def __init__(self, torch, op, slot: int) -> None:
+        self.op, self.slot = op, slot
+        self.autograd = has_autograd(torch)
 
-def _register_kernel(slot: int, op, key: str, name: str) -> None:
-    # Every kernel of one op comes from one side: the compiled bridge's where it is loaded
-    # and can pass the op's parameters, else the stable shim's.
-    kinds = exchange.torch_native_bridge_kinds(slot) if torch_bridge.attached() else ""
-    if kinds:
-        torch_bridge.register(slot, kinds, op.namespace, key, name)
-        _bridged.add(op.name)
-    else:
-        exchange.torch_native_register(slot, op.namespace, key, name)
+    def register(self, key: str, name: str) -> None:
+        """The native kernel as the ``key`` kernel of overload ``name`` (``"name"``,
+        ``"name.mutable"``). Every kernel of one op comes from one side: the compiled
+        bridge's where it is loaded and can pass the op's parameters, else the stable
+        shim's."""
+        op, slot = self.op, self.slot
+        kinds = exchange.torch_native_bridge_kinds(slot) if bridge.attached() else ""
+        if kinds:
+            bridge.register(slot, kinds, op.namespace, key, name)
+            _bridged.add(op.name)
+        else:
+            exchange.torch_native_register(slot, op.namespace, key, name)
+
+    def register_autograd(self, torch) -> None:
+        """The native Autograd kernel of the op's default overload: each call passes on, with
+        no Python, to the overload ``nograd`` when no gradient is needed, else to ``grad``
+        (whose Autograd kernel is the Python formula); both must be defined
+        (registration.py). A call that needs no gradient and meets nothing else below
+        autograd runs the op's kernel directly, where :func:`direct_call` says it can."""
+        direct_call(torch)
+        if not exchange.torch_native_has_autograd():
+            # raises, naming what is missing
+            exchange.torch_native_register(self.slot, self.op.namespace, "Autograd", self.op.opname)
+        self.register("Autograd", self.op.opname)
 
 
 def bridged(op) -> bool:
-    """Whether ``op``'s native kernels are the compiled bridge's (:mod:`torch_bridge`)."""
+    """Whether ``op``'s native kernels are the compiled bridge's (:mod:`.bridge`)."""
     return op.name in _bridged
 
 
 def has_autograd(torch) -> bool:
-    """Whether this torch lets an op's Autograd kernel be native (:func:`register_autograd`)."""
+    """Whether this torch lets an op's Autograd kernel be native (:meth:`NativePlan.register_autograd`)."""
     return _load_shim(torch) is None and exchange.torch_native_has_autograd()
-
-
-def register_autograd(torch, slot: int, op) -> None:
-    """The native Autograd kernel of ``op``'s default overload: each call passes on, with no
-    Python, to the overload ``nograd`` when no gradient is needed, else to ``grad`` (whose
-    Autograd kernel is the Python formula); both must be defined (torch_compile.py). A call
-    that needs no gradient and meets nothing else below autograd runs the op's kernel
-    directly, where :func:`direct_call` says it can."""
-    direct_call(torch)
-    if not exchange.torch_native_has_autograd():
-        exchange.torch_native_register(slot, op.namespace, "Autograd", op.opname)  # raises, naming what is missing
-    _register_kernel(slot, op, "Autograd", op.opname)
 
 
 _direct: bool | None = None
@@ -235,7 +244,7 @@ def compile_outputs(op) -> list:
 def _shape(shape, index, kinds):
     if isinstance(shape, str):
         p = kinds[shape]
-        return (_INTS if p.kind == "ints" else _TENSOR), index[shape], ()
+        return (_INTS if p.is_int_list else _TENSOR), index[shape], ()
     return _DIMS, -1, [_dim(d, index, kinds) for d in shape]
 
 

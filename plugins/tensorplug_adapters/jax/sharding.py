@@ -1,7 +1,7 @@
 """jax's form of an op's sharding rule: the op partitions under ``jax.jit`` over a mesh.
 
 An op declared with ``sharding=`` (:mod:`tensorplug.sharding`) is traced as the XLA custom
-call of :mod:`jax_ops` wrapped in ``jax.experimental.custom_partitioning``:
+call of :mod:`.ops` wrapped in ``jax.experimental.custom_partitioning``:
 
 - the rule becomes a Shardy rule (``SdyShardingRule``): one factor per dimension of the
   work, every factor that must stay whole a ``need_replication`` factor, so that Shardy
@@ -32,7 +32,7 @@ import threading
 
 from tensorplug.shapes import TensorSpec, dtype_name
 
-from .jax_ops import JaxOp, _as_array, _device_of
+from .ops import JaxOp, _as_array, _device_of
 
 
 def _jax():
@@ -197,7 +197,7 @@ def _specs(op, bound, arrays) -> dict:
         if p.name in arrays:
             a = arrays[p.name]
             specs[p.name] = TensorSpec(tuple(a.shape), dtype_name(a.dtype), _device_of(a))
-        elif p.kind == "ints" and value is not None:
+        elif p.is_int_list and value is not None:
             specs[p.name] = tuple(int(v) for v in value)
         else:
             specs[p.name] = value

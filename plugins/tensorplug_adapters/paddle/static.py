@@ -1,5 +1,5 @@
 """paddle's operator for tensorplug ops: a paddle custom operator compiled against the
-installed paddle at run time (``paddle_op.cc``), so that an op is one node of a
+installed paddle at run time (``op.cc``), so that an op is one node of a
 ``paddle.jit.to_static`` program (SOT or ``full_graph=True``), of a program saved by
 ``paddle.jit.save``, and of paddle's autodiff (its grad operator runs the declared backward).
 
@@ -36,10 +36,10 @@ from tensorplug.shapes import TensorSpec
 
 _log = logging.getLogger("tensorplug")
 
-_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paddle_op.cc")
+_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "op.cc")
 _LIBRARY = "tensorplug_paddle_op"
 _INTERFACE = 1
-MAX_RESULTS = 4  # tensorplug_op<n>_<k>: k results (paddle_op.cc)
+MAX_RESULTS = 4  # tensorplug_op<n>_<k>: k results (op.cc)
 MAX_TENSORS = 6  # n tensors
 _MAX_RANK = 16
 
@@ -83,7 +83,7 @@ def build_options(paddle) -> dict:
 
 
 def register() -> bool:
-    """Build (or find) ``paddle_op.cc``'s library, load it and register its operators with
+    """Build (or find) ``op.cc``'s library, load it and register its operators with
     paddle, once per process; False, with :func:`error` saying why, where it cannot be had.
     A process that runs a program saved by ``paddle.jit.save`` with tensorplug ops calls it
     before ``paddle.jit.load`` (docs/compilers.md, "Saved programs")."""
@@ -93,7 +93,7 @@ def register() -> bool:
             return _library is not None
         from tensorplug import cpp
 
-        from .paddle import import_paddle
+        from . import import_paddle
 
         paddle = import_paddle()
         try:

@@ -14,7 +14,7 @@ through Python callables for older torch.
   raises instead of reading the new values, and an inference tensor is refused outside
   ``torch.inference_mode()`` (``tensorplug.exchange.torch_write_hook``).
 - CUDA tensors on any device work: the current stream is taken for the tensor's device.
-- Ops (``tensorplug.op``) become ``torch.library`` custom ops: see ``torch_compile``.
+- Ops (``tensorplug.op``) become ``torch.library`` custom ops: see :mod:`.registration`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import sys
 
 from tensorplug import AdapterInfo, ExchangeTable, exchange, hookimpl
 
-from . import torch_compile
+from . import registration
 
 _table: ExchangeTable | None = None
 
@@ -120,9 +120,9 @@ def tensorplug_stream_handle(stream):
 
 @hookimpl
 def tensorplug_op_declared(op):
-    torch_compile.declared(op)
+    registration.declared(op)
 
 
 @hookimpl
 def tensorplug_op_impl(op, arg_type):
-    return torch_compile.impl(op, arg_type)
+    return registration.impl(op, arg_type)

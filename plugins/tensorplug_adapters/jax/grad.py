@@ -1,7 +1,7 @@
 """jax's side of an op's declared backward (:mod:`tensorplug.gradients`): each traced call
 of an op is a ``jax.custom_vjp`` whose rules come from the declaration.
 
-- forward: the op's XLA custom call (``jax_ops.JaxOp``); it returns what the declaration
+- forward: the op's XLA custom call (``ops.JaxOp``); it returns what the declaration
   ``saves`` as residuals (tensors; scalars are static and stay in the closure);
 - backward: the backward op, called with the incoming cotangents and the saved values,
   bound to its parameters by name (``BoundBackward.arguments``), always as its XLA custom
@@ -35,7 +35,7 @@ def _jax():
 
 class GradJaxOp:
     """The callable the jax adapter hands an op for traced jax values: ``forward`` (the
-    op's :class:`~tensorplug_adapters.jax_ops.JaxOp`) inside a ``jax.custom_vjp``."""
+    op's :class:`~tensorplug_adapters.jax.ops.JaxOp`) inside a ``jax.custom_vjp``."""
 
     def __init__(self, op, forward):
         self.op = op
@@ -113,7 +113,7 @@ def _traced_call(backward_op):
     it returned (an extra gradient dropped, float64 demoted to float32 without x64)."""
     impl = _backward_impls.get(backward_op.name)
     if impl is None:
-        from . import jax as jax_adapter
+        from .. import jax as jax_adapter
 
         impl = jax_adapter.tensorplug_op_impl(op=backward_op, arg_type=_jax().core.Tracer)
         _backward_impls[backward_op.name] = impl
