@@ -7,7 +7,7 @@ Both sides compute y = x + 1 on a float32 tensor of 16 elements on the CPU. The 
 is a ``PD_BUILD_OP`` custom operator compiled here against the installed paddle (the way
 ``paddle.utils.cpp_extension`` would), the tensorplug side a TENSORPLUG_EXPORT function
 declared with ``tensorplug.op``, which paddle runs as its ``tensorplug_op1_1`` operator
-(plugins/tensorplug_adapters/paddle_op.cc: a callback into Python per call).
+(plugins/tensorplug_adapters/paddle/op.cc: a callback into Python per call).
 
 Rows:
 
@@ -63,7 +63,7 @@ def _setup():
 
     import tensorplug
     from tensorplug import cpp
-    from tensorplug_adapters import paddle_static
+    from tensorplug_adapters.paddle import static as paddle_static
 
     mod = cpp.load_inline("bench_compile_paddle_tp", TENSORPLUG_SOURCE, functions=["add_one"])
     op = tensorplug.op("bench_paddle::add_one", mod.add_one, returns=tensorplug.like("x"))

@@ -108,7 +108,7 @@ def sentinel_env():
 
 def test_torch_native_kernel_restores_the_environment(sentinel_env):
     torch = pytest.importorskip("torch")
-    from tensorplug_adapters import torch_native
+    from tensorplug_adapters.torch import native as torch_native
 
     mod, (touch, fail) = _probe()
     x = torch.ones(3)

@@ -20,7 +20,7 @@ STEPS = 4
 def setup():
     fused_kernels()
     from fused_kernels import model
-    from tensorplug_adapters import paddle_static
+    from tensorplug_adapters.paddle import static as paddle_static
 
     if not paddle_static.register():
         pytest.skip(f"paddle's operator could not be built: {paddle_static.error()}")

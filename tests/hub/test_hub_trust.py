@@ -176,7 +176,7 @@ def hub_digest(path) -> str:
 
 _BRIDGE_CHECK = """
 import logging, torch, tensorplug
-from tensorplug_adapters import torch_bridge
+from tensorplug_adapters.torch import bridge as torch_bridge
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
 kernels = tensorplug.cpp.load_inline("bridged", "tensorplug::Tensor twice(tensorplug::TensorView x) { "
     "auto out = tensorplug::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device()); "
@@ -226,7 +226,7 @@ def test_a_damaged_torch_bridge_is_rebuilt_or_left_never_a_crash(tmp_path, evil)
 @pytest.mark.parametrize("value, on", [("0", False), ("false", False), ("OFF", False), ("No", False), (" 0", False),
                                        ("1", True), ("TRUE", True), ("on", True), ("yes", True), ("", True)])
 def test_the_bridge_switch_reads_every_spelling(monkeypatch, caplog, value, on):
-    from tensorplug_adapters import torch_bridge
+    from tensorplug_adapters.torch import bridge as torch_bridge
 
     monkeypatch.setenv("TENSORPLUG_TORCH_BRIDGE", value)
     with caplog.at_level(logging.WARNING, logger="tensorplug"):
@@ -235,7 +235,7 @@ def test_the_bridge_switch_reads_every_spelling(monkeypatch, caplog, value, on):
 
 
 def test_an_unknown_bridge_switch_is_refused_with_a_warning(monkeypatch, caplog):
-    from tensorplug_adapters import torch_bridge
+    from tensorplug_adapters.torch import bridge as torch_bridge
 
     monkeypatch.setenv("TENSORPLUG_TORCH_BRIDGE", "maybe")
     with caplog.at_level(logging.WARNING, logger="tensorplug"):

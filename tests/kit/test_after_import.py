@@ -1,5 +1,5 @@
 """tensorplug_adapters.after_import: code run right after a module's import, which it never
-imports itself (torch_compile and torch_sharding wait for torch and DTensor this way)."""
+imports itself (the torch adapter's registration waits for torch and DTensor this way)."""
 
 import sys
 

@@ -65,7 +65,7 @@ def _engines_agree(expr: str, shape, a: int, b: int) -> None:
     # 2. torch's native kernel (the compiled program): it checks the kernel's allocation
     torch = _try_import("torch")
     if torch is not None:
-        from tensorplug_adapters import torch_native
+        from tensorplug_adapters.torch import native as torch_native
 
         out = op(torch.zeros(shape), a, b, n)
         assert torch_native.reason(op) is None, (op.name, torch_native.reason(op))

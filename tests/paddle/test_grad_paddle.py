@@ -15,7 +15,7 @@ import pytest
 paddle = pytest.importorskip("paddle")
 
 from tensorplug.gradients import no_backward_message  # noqa: E402
-from tensorplug_adapters import paddle_static  # noqa: E402
+from tensorplug_adapters.paddle import static as paddle_static  # noqa: E402
 from tensorplug_adapters.testing.paddle import paddle_error_text  # noqa: E402
 
 SUPPORT = Path(__file__).parents[1] / "support"

@@ -19,7 +19,7 @@ import pytest
 paddle = pytest.importorskip("paddle")
 
 import tensorplug  # noqa: E402
-from tensorplug_adapters import paddle_static  # noqa: E402
+from tensorplug_adapters.paddle import static as paddle_static  # noqa: E402
 from tensorplug_adapters.testing.paddle import paddle_error_text  # noqa: E402
 
 SUPPORT = Path(__file__).parents[1] / "support"
@@ -166,7 +166,7 @@ def test_saved_program_runs_in_a_fresh_process_that_declares_nothing(ops, tmp_pa
     paddle.jit.save(static, str(tmp_path / "model"))
     code = f"""
         import paddle, tensorplug
-        from tensorplug_adapters import paddle_static
+        from tensorplug_adapters.paddle import static as paddle_static
         from tensorplug_adapters.testing.paddle import paddle_error_text
         assert paddle_static.register(), paddle_static.error()
         program = paddle.jit.load({str(tmp_path / "model")!r})

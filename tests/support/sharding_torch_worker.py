@@ -125,7 +125,7 @@ def main(rank: int, world: int, port: int, out_path: str) -> None:
         record["cumsum_rows_shard0"] = run_case(mesh, ops["cumsum_rows"], [(full, Shard(0))])
         record["cumsum_rows_shard1"] = run_case(mesh, ops["cumsum_rows"], [(full, Shard(1))])
         x = distribute_tensor(full, mesh, [Shard(0)])
-        from tensorplug_adapters import torch_native
+        from tensorplug_adapters.torch import native as torch_native
         record["no_rule"] = {**(error_of(lambda: ops["scale_no_rule"](x, 2.0)) or {}),
                              "bridged": torch_native.bridged(ops["scale_no_rule"])}
         record["head_bad"] = error_of(lambda: ops["head_bad"](distribute_tensor(full[:, 0].contiguous(), mesh,

@@ -1,5 +1,5 @@
 // A C++ server in miniature (tests/torch/test_torch_serving.py): registers the tensorplug ops of an
-// AOTInductor package through the registration library (torch_serving.h), loads the package
+// AOTInductor package through the registration library (serving.h), loads the package
 // with torch's AOTIModelPackageLoader and runs it on arange(6).reshape(2, 3), all without
 // Python: it links libtorch, the registration library and (through it) libtensorplug, and
 // checks its own /proc/self/maps for libpython before and after.
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "torch_serving.h"
+#include "serving.h"
 
 static bool LibpythonMapped() {
   std::ifstream maps("/proc/self/maps");

@@ -255,7 +255,7 @@ def test_a_backward_whose_results_break_its_rule_is_refused(ops, backend):
 def test_an_op_declaring_contiguous_keeps_the_python_kernel(ops):
     # The native kernel passes torch's tensors on as they are: an op that needs compact ones
     # keeps the Python kernel, which copies (docs/decisions.md has the cost).
-    from tensorplug_adapters import torch_native
+    from tensorplug_adapters.torch import native as torch_native
 
     for op in (ops.strict_cube, ops.strict_cube.backward.function):
         assert torch_native.reason(op) in (

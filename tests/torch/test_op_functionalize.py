@@ -4,7 +4,7 @@ torch functionalizes a mutable custom op itself only in its Python functional mo
 (``auto_functionalized``); its C++ functionalization, behind ``torch.func.functionalize``,
 needs a Functionalize kernel, and an op with one is no longer auto-functionalized. The
 torch adapter gives the op both: a Functionalize kernel that calls ``auto_functionalized``
-on the op's ``mutable`` overload (plugins/tensorplug_adapters/torch_compile.py).
+on the op's ``mutable`` overload (plugins/tensorplug_adapters/torch/registration.py).
 These tests check each functionalization, and the compilers that run one, against eager.
 """
 

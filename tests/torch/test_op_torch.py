@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 import op_kernels  # noqa: E402  (tests/support/op_kernels.py)
 
 import tensorplug  # noqa: E402
-from tensorplug_adapters import torch_native  # noqa: E402
+from tensorplug_adapters.torch import native as torch_native  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +74,9 @@ def test_schema_comes_from_the_exported_signature(ops):
 
 def test_every_traceable_kind_has_a_schema_type():
     from tensorplug import ops as tp_ops
-    from tensorplug_adapters import torch_compile
+    from tensorplug_adapters.torch import registration
 
-    assert set(torch_compile._SCHEMA_TYPES) >= tp_ops.TENSOR_KINDS | tp_ops.SCALAR_KINDS | tp_ops.LIST_KINDS
+    assert set(registration._SCHEMA_TYPES) >= tp_ops.TENSOR_KINDS | tp_ops.SCALAR_KINDS | tp_ops.LIST_KINDS
 
 
 def test_eager_calls_equal_the_kernel_function(ops):
@@ -290,7 +290,7 @@ _LIES = {
 @pytest.fixture(scope="module")
 def python_rule_liars(ops):
     """The same lies told by Python shape functions: such ops keep torch's Python kernel
-    (torch_native.reason), which checks results in Python (torch_compile._checked)."""
+    (torch_native.reason), which checks results in Python (registration._checked)."""
     return {
         "dtype": tensorplug.op("tptest::scale_shaped_float64", ops.module.scale,
                                returns=lambda x, alpha, bias: tensorplug.TensorSpec(tuple(x.shape), "float64")),
@@ -330,7 +330,7 @@ def test_result_that_differs_from_the_output_rule_is_refused_naming_the_op(liars
     name, returned, declared = _LIES[lie]
     op = liars[lie]
     call, args = _lying_call(op, lie, backend)
-    # These ops' rules compile to torch's native kernel (tensorplug_adapters.torch_native),
+    # These ops' rules compile to torch's native kernel (tensorplug_adapters.torch.native),
     # which raises through torch's C++ boundary: RuntimeError, the message as the XLA
     # handler's with the device (docs/decisions.md, "torch's native kernel").
     with pytest.raises(RuntimeError) as info:

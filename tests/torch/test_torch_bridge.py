@@ -1,4 +1,4 @@
-"""The compiled torch bridge (plugins/tensorplug_adapters/torch_bridge.cc and .py): unless
+"""The compiled torch bridge (plugins/tensorplug_adapters/torch/bridge.cc and .py): unless
 TENSORPLUG_TORCH_BRIDGE=0, an op whose parameters are plain tensors and scalars gets
 dispatcher kernels compiled at run time against the torch in hand, which pass torch's stack
 on borrowed to the same plan as the stable kernels. The rest of the suite runs with the
@@ -38,7 +38,7 @@ def run_python(code: str, bridge: str | None = "1", **env) -> subprocess.Complet
 
 PREAMBLE = """
     import torch, tensorplug, op_kernels
-    from tensorplug_adapters import torch_bridge, torch_native
+    from tensorplug_adapters.torch import bridge as torch_bridge, native as torch_native
     ops = op_kernels.ops()
     axpy = tensorplug.op("tpbridge::axpy", ops.module.axpy)
     row_sum = tensorplug.op("tpbridge::row_sum", ops.module.row_sum,
@@ -131,7 +131,7 @@ def test_a_bridge_kernel_needs_neither_python_nor_the_gil(tmp_path):
     done = run_python(f"""
     import ctypes, os
     import torch, op_kernels
-    from tensorplug_adapters import torch_native
+    from tensorplug_adapters.torch import native as torch_native
     ops = op_kernels.ops()
     lib = ctypes.PyDLL({str(helper)!r})
     out = (ctypes.c_float * 4)()
@@ -180,7 +180,7 @@ def test_without_a_compiler_the_ops_keep_the_stable_kernels(tmp_path, bridge, le
     module = op_kernels.ops().module
     os.environ["CXX"] = {str(tmp_path / "no-such-c++")!r}
     import torch
-    from tensorplug_adapters import torch_bridge, torch_native
+    from tensorplug_adapters.torch import bridge as torch_bridge, native as torch_native
     row_sum = tensorplug.op("tpbridge::row_sum", module.row_sum,
                             returns=tensorplug.Output(shape=("x.shape[0]",), dtype="x"))
     x = torch.arange(6, dtype=torch.float32).reshape(2, 3)

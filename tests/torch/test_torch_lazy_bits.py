@@ -22,7 +22,7 @@ import op_kernels  # noqa: E402  (tests/support/op_kernels.py)
 
 import tensorplug  # noqa: E402
 from tensorplug import _core, cpp  # noqa: E402
-from tensorplug_adapters import torch_native  # noqa: E402
+from tensorplug_adapters.torch import native as torch_native  # noqa: E402
 
 # Kernels that move element bytes, so that any dtype (complex included) comes back as the
 # kernel read it.

@@ -1,4 +1,4 @@
-"""The native torch kernel of tensorplug.op (plugins/tensorplug_adapters/torch_native.py,
+"""The native torch kernel of tensorplug.op (plugins/tensorplug_adapters/torch/native.py,
 csrc/python/torch_native.cc): compiled code between torch's dispatcher and the kernel
 function, which needs neither Python nor the GIL, checks results against the op's output
 rule, and falls back to the Python kernel, saying why, when it cannot serve an op.
@@ -21,7 +21,7 @@ import op_kernels  # noqa: E402  (tests/support/op_kernels.py)
 import tensorplug  # noqa: E402
 from tensorplug import exchange  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-from tensorplug_adapters import torch_native  # noqa: E402
+from tensorplug_adapters.torch import native as torch_native  # noqa: E402
 
 SUPPORT = Path(__file__).parents[1] / "support"
 
@@ -139,7 +139,7 @@ def test_every_op_with_a_compiled_rule_gets_the_native_kernel(ops):
         assert torch_native.reason(op) is None, op.name
     # torch's dispatcher shows where each op's kernel was registered: from C, or from Python.
     assert "csrc/python/torch_native.cc" in _kernel_line("tptest::scale")
-    assert "tensorplug_adapters/torch_compile.py" in _kernel_line("tptest::pad")
+    assert "tensorplug_adapters/torch/registration.py" in _kernel_line("tptest::pad")
 
 
 def _kernel_line(name):
@@ -471,7 +471,7 @@ class _Model(torch.nn.Module):
 def test_an_aotinductor_package_runs_in_a_fresh_process(ops, tmp_path):
     import shutil
 
-    from tensorplug_adapters import torch_aoti
+    from tensorplug_adapters.torch import aoti as torch_aoti
 
     aoti_ops = _aoti_ops(ops.module)
     model, x = _Model(aoti_ops), torch.arange(6, dtype=torch.float32).reshape(2, 3)
@@ -483,7 +483,7 @@ def test_an_aotinductor_package_runs_in_a_fresh_process(ops, tmp_path):
     torch_aoti.add_ops(package, ops.module, [aoti_ops.scale, aoti_ops.axpy, aoti_ops.row_sum])
     code = textwrap.dedent("""
         import sys, torch
-        from tensorplug_adapters import torch_aoti
+        from tensorplug_adapters.torch import aoti as torch_aoti
         model = torch_aoti.load_package(sys.argv[1])
         print(model(torch.arange(6, dtype=torch.float32).reshape(2, 3)).tolist())
     """)
@@ -496,7 +496,7 @@ def test_an_aotinductor_package_runs_in_a_fresh_process(ops, tmp_path):
 
 
 def test_a_package_cannot_carry_a_python_shape_function(ops, tmp_path):
-    from tensorplug_adapters import torch_aoti
+    from tensorplug_adapters.torch import aoti as torch_aoti
 
-    with pytest.raises(ValueError, match=r"^torch_aoti.add_ops: op 'tptest::pad' has a Python shape function"):
+    with pytest.raises(ValueError, match=r"^aoti.add_ops: op 'tptest::pad' has a Python shape function"):
         torch_aoti.add_ops(str(tmp_path / "unused.pt2"), ops.module, [ops.pad])

@@ -1,7 +1,7 @@
 """tensorplug ops in a C++ process without Python (issue 44): an AOTInductor package whose
 model calls an allocating and a destination-passing tensorplug op runs in a C++ runner
 (tests/support/torch_serving_runner.cc) built against the installed libtorch, with the ops
-registered by the registration library (plugins/tensorplug_adapters/torch_serving.cc);
+registered by the registration library (plugins/tensorplug_adapters/torch/serving.cc);
 bad deployments fail with a c10::Error naming the op and the library, no crash.
 
 The builds are slow on a small machine (the package about 60 s, the runner about 40 s, the
@@ -27,7 +27,7 @@ import op_kernels  # noqa: E402  (tests/support/op_kernels.py)
 
 import tensorplug  # noqa: E402
 from tensorplug import cpp  # noqa: E402
-from tensorplug_adapters import torch_aoti, torch_serving  # noqa: E402
+from tensorplug_adapters.torch import aoti as torch_aoti, serving as torch_serving  # noqa: E402
 
 SUPPORT = Path(__file__).parents[1] / "support"
 ROOT = Path(__file__).parents[2]

@@ -1,7 +1,7 @@
 """torch's version counter of the tensors a tensorplug.op writes: every written tensor
 (kind mview, schema ``Tensor(a!)``) has its version bumped once per call, before the kernel
 runs, on every path the kernel runs (the native kernel, csrc/python/torch_native.cc
-RunPlan; the Python kernel, torch_compile._bumping), as torch's own in-place ops bump it.
+RunPlan; the Python kernel, registration._bumping), as torch's own in-place ops bump it.
 So autograd refuses a backward that saved a tensor an op wrote, instead of giving a
 silently wrong gradient, and an inference tensor is refused outside inference mode with
 nothing written.
@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch", reason="torch not installed")
 
 import tensorplug  # noqa: E402
 from tensorplug import TensorSpec, cpp, exchange  # noqa: E402
-from tensorplug_adapters import torch_native  # noqa: E402
+from tensorplug_adapters.torch import native as torch_native  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 SOURCE = r"""

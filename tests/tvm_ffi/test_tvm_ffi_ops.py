@@ -72,7 +72,7 @@ def test_torch_runs_the_op_through_the_native_kernel(ops):
     # No Python between torch's dispatcher and the tvm-ffi function: tensorplug's compiled
     # kernel calls the bridge's entry, which hands the allocation back as torch's own tensor.
     torch = pytest.importorskip("torch", reason="torch not installed")
-    from tensorplug_adapters import torch_native
+    from tensorplug_adapters.torch import native as torch_native
 
     x = torch.tensor([3.0, 4.0])
     torch.testing.assert_close(ops["square"](x), torch.tensor([9.0, 16.0]))
