@@ -111,7 +111,7 @@ def torch_native_register(slot: int, namespace: str, dispatch_key: str, name: st
 
 
 def torch_native_bridge_entry() -> tuple[int, int, int, int, int]:
-    """What the compiled torch bridge (``tensorplug_adapters/torch_bridge.cc``) is given at
+    """What the compiled torch bridge (``tensorplug_adapters/torch/bridge.cc``) is given at
     its ``tp_torch_bridge_init``: ``(interface version, address of the run function, address
     of its error text, address of the DLPack type of each torch dtype code, their number)``."""
     return _core.torch_native_bridge_entry()

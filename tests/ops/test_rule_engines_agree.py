@@ -1,7 +1,7 @@
 """One output rule, every engine that evaluates it (docs/compilers.md; tensorplug.Output):
 the Python evaluator of ``tensorplug.shapes`` (``Op.output_specs``), torch's native kernel
 (the rule compiled to a program run by compiled code, plugins/tensorplug_adapters/
-torch_native.py) and the XLA handler under ``jax.jit`` (which refuses an allocation that
+torch/native.py) and the XLA handler under ``jax.jit`` (which refuses an allocation that
 differs from the rule) agree with Python's own arithmetic on generated expressions with
 every operator (``+ - * // %``, unary ``-``) in both operand orders.
 
