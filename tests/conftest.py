@@ -14,6 +14,34 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 SUPPORT = Path(__file__).parent / "support"
 if str(SUPPORT) not in sys.path:
     sys.path.insert(0, str(SUPPORT))
+
+
+@pytest.fixture(scope="session")
+def ops():
+    """The kernels of tests/support/op_kernels.cc declared as ops (namespace ``tptest``;
+    op_kernels.py lists them), built and declared once per session."""
+    import op_kernels
+
+    return op_kernels.ops()
+
+
+@pytest.fixture(scope="session")
+def grad_ops():
+    """The kernels of tests/support/grad_kernels.cc declared as ops with their backwards
+    (namespace ``tpgrad``; grad_kernels.py lists them), built and declared once per session."""
+    import grad_kernels
+
+    return grad_kernels.ops()
+
+
+@pytest.fixture(scope="session")
+def args_kernels():
+    """The argument-kinds library (tests/support/args_kernels.cc), built once per session."""
+    import shared_kernels
+
+    return shared_kernels.args_kernels()

@@ -14,17 +14,11 @@ from pathlib import Path
 
 import pytest
 
-import tensorplug
 from tensorplug import _core, _signature, cpp, stubs
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAM_KINDS = _core.VOCABULARY["param_kinds"]
 RESULT_KINDS = _core.VOCABULARY["result_kinds"]
-
-
-@pytest.fixture(scope="module")
-def args_kernels():
-    return tensorplug.load_module(cpp.build("args_kernels", [ROOT / "tests" / "support" / "args_kernels.cc"]))
 
 
 def run(*cmd: str, cwd: Path) -> subprocess.CompletedProcess:

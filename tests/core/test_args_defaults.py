@@ -2,7 +2,6 @@
 the signature string, and refusals of malformed defaults."""
 
 import inspect
-from pathlib import Path
 
 import pytest
 
@@ -11,50 +10,45 @@ import tensorplug
 np = pytest.importorskip("numpy")
 
 
-@pytest.fixture(scope="module")
-def k():
-    from tensorplug import cpp
-
-    return tensorplug.load_module(cpp.build("args_kernels", [Path(__file__).parents[1] / "support" / "args_kernels.cc"]))
-
-
-def test_signature_string_carries_defaults(k):
-    assert k.affine.signature_text == "x:float;alpha:float=1.0;shift:int=0;negate:bool=False;mode:str='plain'->float"
-    assert k.count_or.signature_text == "x:?view=None;fallback:int=-1->int"
+def test_signature_string_carries_defaults(args_kernels):
+    assert args_kernels.affine.signature_text == (
+        "x:float;alpha:float=1.0;shift:int=0;negate:bool=False;mode:str='plain'->float")
+    assert args_kernels.count_or.signature_text == "x:?view=None;fallback:int=-1->int"
 
 
-def test_inspect_signature_shows_defaults(k):
-    sig = inspect.signature(k.affine)
+def test_inspect_signature_shows_defaults(args_kernels):
+    sig = inspect.signature(args_kernels.affine)
     assert [(p.name, p.default) for p in sig.parameters.values()] == [
         ("x", inspect.Parameter.empty), ("alpha", 1.0), ("shift", 0), ("negate", False), ("mode", "plain")]
     assert type(sig.parameters["alpha"].default) is float and type(sig.parameters["shift"].default) is int
-    assert str(inspect.signature(k.count_or)) == "(x: 'Optional[Tensor]' = None, fallback: 'int' = -1) -> 'int'"
+    assert str(inspect.signature(args_kernels.count_or)) == (
+        "(x: 'Optional[Tensor]' = None, fallback: 'int' = -1) -> 'int'")
 
 
-def test_omitted_arguments_take_their_defaults(k):
-    assert k.affine(2.0) == 2.0
-    assert k.affine(2.0, 3.0) == 6.0
-    assert k.affine(2.0, 3.0, 1) == 7.0
-    assert k.affine(2.0, 3.0, 1, True) == -7.0
-    assert k.affine(2.0, 3.0, 1, True, "twice") == -14.0
-    assert k.affine(2.0, mode="twice") == 4.0
-    assert k.affine(x=2.0, negate=True) == -2.0
-    assert k.count_or() == -1
-    assert k.count_or(np.zeros(5)) == 5
-    assert k.count_or(fallback=7) == 7
-    assert k.count_or(None, 3) == 3
+def test_omitted_arguments_take_their_defaults(args_kernels):
+    assert args_kernels.affine(2.0) == 2.0
+    assert args_kernels.affine(2.0, 3.0) == 6.0
+    assert args_kernels.affine(2.0, 3.0, 1) == 7.0
+    assert args_kernels.affine(2.0, 3.0, 1, True) == -7.0
+    assert args_kernels.affine(2.0, 3.0, 1, True, "twice") == -14.0
+    assert args_kernels.affine(2.0, mode="twice") == 4.0
+    assert args_kernels.affine(x=2.0, negate=True) == -2.0
+    assert args_kernels.count_or() == -1
+    assert args_kernels.count_or(np.zeros(5)) == 5
+    assert args_kernels.count_or(fallback=7) == 7
+    assert args_kernels.count_or(None, 3) == 3
 
 
-def test_missing_and_extra_arguments_name_the_parameters(k):
+def test_missing_and_extra_arguments_name_the_parameters(args_kernels):
     with pytest.raises(TypeError, match=r"^affine\(\) takes 1 to 5 arguments \(x, alpha=1.0, shift=0, "
                                         r"negate=False, mode='plain'\), got 0$"):
-        k.affine()
+        args_kernels.affine()
     with pytest.raises(TypeError, match=r"^affine\(\) takes 1 to 5 arguments .*, got 6$"):
-        k.affine(1.0, 1.0, 0, False, "plain", 1)
+        args_kernels.affine(1.0, 1.0, 0, False, "plain", 1)
     with pytest.raises(TypeError, match=r"^affine\(\) missing argument 1 'x'$"):
-        k.affine(alpha=2.0)
+        args_kernels.affine(alpha=2.0)
     with pytest.raises(TypeError, match=r"^affine\(\) argument 2 'alpha': expected a float, got str$"):
-        k.affine(1.0, "2")
+        args_kernels.affine(1.0, "2")
 
 
 @pytest.mark.parametrize("names, why", [

@@ -1,36 +1,27 @@
 """Public C++ helpers of kernel libraries: GetDataSize and TENSORPLUG_CHECK_EQ/NE/LT/LE/GT/GE."""
 
-from pathlib import Path
 
 import pytest
 
-import tensorplug
 
 np = pytest.importorskip("numpy")
 
 
-@pytest.fixture(scope="module")
-def k():
-    from tensorplug import cpp
-
-    return tensorplug.load_module(cpp.build("args_kernels", [Path(__file__).parents[1] / "support" / "args_kernels.cc"]))
-
-
-def test_get_data_size(k):
-    assert k.data_size(np.zeros((3, 4), np.float32)) == 48
-    assert k.data_size(np.zeros(5, np.float64)) == 40
-    assert k.data_size(np.zeros(7, np.bool_)) == 7
-    assert k.data_size(np.zeros((0, 3), np.int16)) == 0
-    assert k.data_size(np.zeros((), np.complex128)) == 16
+def test_get_data_size(args_kernels):
+    assert args_kernels.data_size(np.zeros((3, 4), np.float32)) == 48
+    assert args_kernels.data_size(np.zeros(5, np.float64)) == 40
+    assert args_kernels.data_size(np.zeros(7, np.bool_)) == 7
+    assert args_kernels.data_size(np.zeros((0, 3), np.int16)) == 0
+    assert args_kernels.data_size(np.zeros((), np.complex128)) == 16
 
 
-def test_check_ops_pass(k):
-    assert k.check_ops(2, 2, "eq") == 4
-    assert k.check_ops(1, 2, "ne") == 3
-    assert k.check_ops(1, 2, "lt") == 3
-    assert k.check_ops(3, 2, "le") == 5
-    assert k.check_ops(3, 2, "gt") == 5
-    assert k.check_ops(4, 2, "ge") == 6
+def test_check_ops_pass(args_kernels):
+    assert args_kernels.check_ops(2, 2, "eq") == 4
+    assert args_kernels.check_ops(1, 2, "ne") == 3
+    assert args_kernels.check_ops(1, 2, "lt") == 3
+    assert args_kernels.check_ops(3, 2, "le") == 5
+    assert args_kernels.check_ops(3, 2, "gt") == 5
+    assert args_kernels.check_ops(4, 2, "ge") == 6
 
 
 @pytest.mark.parametrize("a, b, op, kind, message", [
@@ -41,7 +32,7 @@ def test_check_ops_pass(k):
     (1, 2, "gt", TypeError, "check failed: a > b (1 vs. 2)"),
     (3, 2, "ge", ValueError, "check failed: double(a) / 2 >= double(b) (1.5 vs. 2)"),
 ])
-def test_check_ops_fail_with_both_values(k, a, b, op, kind, message):
+def test_check_ops_fail_with_both_values(args_kernels, a, b, op, kind, message):
     with pytest.raises(kind) as info:
-        k.check_ops(a, b, op)
+        args_kernels.check_ops(a, b, op)
     assert str(info.value) == message

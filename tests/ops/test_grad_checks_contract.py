@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import os
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -25,12 +24,13 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import tensorplug  # noqa: E402
-from tensorplug import Output, backward, cpp, like  # noqa: E402
+from tensorplug import Output, backward, like  # noqa: E402
+
+import shared_kernels  # noqa: E402  (tests/support/shared_kernels.py)
 
 EXAMPLES = int(os.environ.get("TENSORPLUG_HYPOTHESIS_EXAMPLES", "15"))
 BOUNDED = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-SOURCE = Path(__file__).parents[1] / "support" / "contract_kernels.cc"
 PARAMS = ("a", "b", "c")
 DIFFERENTIABLE = [("a",), ("b",), ("c",), ("a", "b"), ("a", "c"), ("b", "c")]
 DTYPES = ("float32", "float16")
@@ -40,7 +40,7 @@ DTYPES = ("float32", "float16")
 def _ops() -> SimpleNamespace:
     """forward3(a, b, c, s0, d0, s1, d1) -> like a, once per choice of differentiable
     parameters; its backward returns gradients of shapes s0, s1 and dtypes d0, d1."""
-    mod = tensorplug.load_module(cpp.build("contract_kernels", [SOURCE]))
+    mod = shared_kernels.contract_kernels()
     g1 = tensorplug.op("tpcontract_grad::grad1", mod.grad1, returns=Output(shape="s0", dtype="d0"))
     g2 = tensorplug.op("tpcontract_grad::grad2", mod.grad2,
                        returns=(Output(shape="s0", dtype="d0"), Output(shape="s1", dtype="d1")))

@@ -16,7 +16,6 @@ hypothesis = pytest.importorskip("hypothesis", reason="hypothesis not installed"
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-import grad_kernels  # noqa: E402  (tests/support/grad_kernels.py)
 
 
 @st.composite
@@ -42,14 +41,9 @@ def _numpy_view(layout, seed=0):
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@pytest.fixture(scope="module")
-def ops():
-    return grad_kernels.ops()
-
-
 @SETTINGS
 @given(layout=layouts(), weighted=st.booleans(), compiled=st.booleans())
-def test_torch_every_layout(ops, layout, weighted, compiled):
+def test_torch_every_layout(grad_ops, layout, weighted, compiled):
     torch = pytest.importorskip("torch")
     shape, perm, steps, expand = layout
     base = torch.tensor(np.random.RandomState(1).uniform(0.5, 1.5, [n * s for n, s in zip(shape, steps)]),
@@ -68,36 +62,36 @@ def test_torch_every_layout(ops, layout, weighted, compiled):
     fn = torch.compile(loss, backend="aot_eager", fullgraph=True) if compiled else loss
     # Each example is a new layout, so a new graph: beyond dynamo's default of 8 per code object.
     with torch._dynamo.config.patch(recompile_limit=10_000, accumulated_recompile_limit=10_000):
-        (got,) = torch.autograd.grad(fn(base, ops.strict_cube), base)
+        (got,) = torch.autograd.grad(fn(base, grad_ops.strict_cube), base)
     (want,) = torch.autograd.grad(loss(base, lambda x: x ** 3), base)
     torch.testing.assert_close(got, want)
 
 
 @SETTINGS
 @given(layout=layouts(), jit=st.booleans())
-def test_jax_every_layout(ops, layout, jit):
+def test_jax_every_layout(grad_ops, layout, jit):
     jax = pytest.importorskip("jax")
     x = jax.numpy.asarray(_numpy_view(layout).astype(np.float32))  # compact: jax arrays always are
-    grad = jax.grad(lambda x: ops.strict_cube(x).sum())
+    grad = jax.grad(lambda x: grad_ops.strict_cube(x).sum())
     got = (jax.jit(grad) if jit else grad)(x)
     np.testing.assert_allclose(got, 3 * np.asarray(x) ** 2, rtol=1e-6)
 
 
 @SETTINGS
 @given(layout=layouts())
-def test_numpy_every_layout_is_checked(ops, layout):
+def test_numpy_every_layout_is_checked(grad_ops, layout):
     x = _numpy_view(layout)
     compact = x.flags.c_contiguous or all(n == 1 for n in x.shape) or x.size == 0
     if not compact:
         with pytest.raises(ValueError, match=r"^tpgrad::strict_cube\(\) argument 'x': expected a compact "
                                              r"\(contiguous\) tensor, as the op declares contiguous=\('x',\); got "
                                              r"shape \(.*\) with strides \(.*\): pass a contiguous copy"):
-            ops.strict_cube(x)
+            grad_ops.strict_cube(x)
         x = np.ascontiguousarray(x)
-    np.testing.assert_allclose(np.asarray(ops.strict_cube(x)), x ** 3)
+    np.testing.assert_allclose(np.asarray(grad_ops.strict_cube(x)), x ** 3)
 
 
-def test_paddle_non_compact_is_refused_naming_the_argument(ops):
+def test_paddle_non_compact_is_refused_naming_the_argument(grad_ops):
     paddle = pytest.importorskip("paddle")
     base = paddle.to_tensor(np.arange(6, dtype=np.float32).reshape(2, 3) / 4)
     x = base.transpose([1, 0])  # a strided view (paddle 3)
@@ -108,11 +102,11 @@ def test_paddle_non_compact_is_refused_naming_the_argument(ops):
     with pytest.raises(ValueError, match=r"^tpgrad::strict_cube\(\) argument 'x': expected a compact \(contiguous\) "
                                          r"tensor, as the op declares contiguous=\('x',\); got shape \(3, 2\) with "
                                          r"strides \(1, 3\)"):
-        ops.strict_cube(x)
-    np.testing.assert_allclose(ops.strict_cube(x.contiguous()).numpy(), x.numpy() ** 3, rtol=1e-6)
+        grad_ops.strict_cube(x)
+    np.testing.assert_allclose(grad_ops.strict_cube(x.contiguous()).numpy(), x.numpy() ** 3, rtol=1e-6)
 
 
-def test_a_scalar_first_still_lets_a_torch_tensor_decide(ops):
+def test_a_scalar_first_still_lets_a_torch_tensor_decide(grad_ops):
     # The layout check of an op without a framework's operator is resolved for tensor types
     # only: a scalar first argument (here a keyword) leaves the call to the torch tensor
     # after it, whose operator copies; resolved for float, the check would refuse x.
@@ -120,7 +114,7 @@ def test_a_scalar_first_still_lets_a_torch_tensor_decide(ops):
     import tensorplug
 
     op = tensorplug.get_op("tplayout::scale_by") or tensorplug.op(
-        "tplayout::scale_by", ops.module.scale_by, returns=tensorplug.like("x"), contiguous=("x", "w"))
+        "tplayout::scale_by", grad_ops.module.scale_by, returns=tensorplug.like("x"), contiguous=("x", "w"))
     x = torch.arange(6.0).reshape(2, 3).t()
     assert op.resolve(float) is None
     np.testing.assert_allclose(op(alpha=2.0, x=x, w=torch.ones(3, 2)).numpy(), 2 * x.numpy())

@@ -19,11 +19,6 @@ np = pytest.importorskip("numpy")
 import op_kernels  # noqa: E402  (tests/support/op_kernels.py)
 
 
-@pytest.fixture(scope="module")
-def ops():
-    return op_kernels.ops()
-
-
 def test_eager_numpy_calls_are_the_function_calls(ops):
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     out = np.empty_like(x)

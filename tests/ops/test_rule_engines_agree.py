@@ -13,10 +13,8 @@ or returns another shape.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import os
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -27,19 +25,15 @@ from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import tensorplug  # noqa: E402
-from tensorplug import Output, TensorSpec, cpp  # noqa: E402
+from tensorplug import Output, TensorSpec  # noqa: E402
+
+import shared_kernels  # noqa: E402  (tests/support/shared_kernels.py)
 
 EXAMPLES = int(os.environ.get("TENSORPLUG_HYPOTHESIS_EXAMPLES", "20"))
 BOUNDED = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-SOURCE = Path(__file__).parents[1] / "support" / "contract_kernels.cc"
 LIMIT = 64  # results outside [0, LIMIT] are wrapped: (expr) % 13
 _names = itertools.count()
-
-
-@functools.cache
-def _module():
-    return tensorplug.load_module(cpp.build("contract_kernels", [SOURCE]))
 
 
 def _python_value(expr: str, shape, a: int, b: int) -> int:
@@ -57,7 +51,7 @@ def _fitted(expr: str, shape, a, b) -> tuple[str, int]:
 
 def _engines_agree(expr: str, shape, a: int, b: int) -> None:
     expr, n = _fitted(expr, shape, a, b)
-    op = tensorplug.op(f"tpcontract_rules::e{next(_names)}", _module().sized,
+    op = tensorplug.op(f"tpcontract_rules::e{next(_names)}", shared_kernels.contract_kernels().sized,
                        returns=Output(shape=(expr,), dtype="x"))
     # 1. the Python evaluator
     (spec,) = op.output_specs({"x": TensorSpec(shape, "float32", tensorplug.Device("cpu", 0)), "a": a, "b": b, "n": n})

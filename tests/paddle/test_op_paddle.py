@@ -26,16 +26,11 @@ SUPPORT = Path(__file__).parents[1] / "support"
 
 
 @pytest.fixture(scope="module")
-def ops():
-    sys.path.insert(0, str(SUPPORT))
-    try:
-        import op_kernels
-    finally:
-        sys.path.remove(str(SUPPORT))
-    made = op_kernels.ops()
+def ops(ops):
+    """The shared ops (tests/conftest.py), once paddle's operator for them is built."""
     if not paddle_static.register():
         pytest.skip(f"paddle's operator could not be built: {paddle_static.error()}")
-    return made
+    return ops
 
 
 def _program_ops(static_function, *args):

@@ -1,5 +1,5 @@
 // Kernels declared as ops by tests/support/op_kernels.py (tensorplug.op), for the op tests of
-// every framework (tests/ops/test_op*.py). Host memory, float32 and float64, any strides in;
+// every framework (tests/*/test_op*.py). Host memory, float32 and float64, any strides in;
 // results are new contiguous tensors from the caller's allocator.
 #include <tensorplug/tensorplug.h>
 

@@ -1,5 +1,6 @@
 """The test kernels of tests/support/op_kernels.cc, declared once per process as ops in the
-namespace ``tptest`` (op names are process-wide), for tests/ops/test_op*.py:
+namespace ``tptest`` (op names are process-wide), for tests/*/test_op*.py (through the ``ops``
+fixture of tests/conftest.py) and subprocesses (``import op_kernels; op_kernels.ops()``):
 
 - ``axpy(x, y, out, alpha)``: destination passing, writes ``out``;
 - ``scale(x, alpha, bias)``: allocating, ``like("x")``; ``bias`` an optional tensor;

@@ -1,4 +1,4 @@
-"""Kernels and ops for the sharding tests (tests/ops/test_sharding*.py and their worker processes).
+"""Kernels and ops for the sharding tests (tests/*/test_sharding*.py and their worker processes).
 
 float32, contiguous, CPU; each op is declared with a sharding rule of the kind its kernel
 needs, plus twins that show what a missing or wrong rule does.

@@ -9,12 +9,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import grad_kernels  # noqa: E402  (tests/support/grad_kernels.py)
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return grad_kernels.ops()
 
 
 def _x(*shape, dtype=torch.float64, requires_grad=True):
@@ -22,38 +16,38 @@ def _x(*shape, dtype=torch.float64, requires_grad=True):
     return torch.randn(*shape, generator=g, dtype=dtype).requires_grad_(requires_grad)
 
 
-def test_gradcheck_on_float64(ops):
+def test_gradcheck_on_float64(grad_ops):
     x = _x(3, 4)
     w = _x(3, 4, requires_grad=False)
-    assert torch.autograd.gradcheck(ops.square, (x,))
-    assert torch.autograd.gradcheck(ops.sin_cos, (x,))  # two results, a kernel function as backward
-    assert torch.autograd.gradcheck(ops.exp, (x,))  # the backward reads the saved result
-    assert torch.autograd.gradcheck(lambda x: ops.scale_by(x, w, 1.5), (x,))  # a saved scalar
+    assert torch.autograd.gradcheck(grad_ops.square, (x,))
+    assert torch.autograd.gradcheck(grad_ops.sin_cos, (x,))  # two results, a kernel function as backward
+    assert torch.autograd.gradcheck(grad_ops.exp, (x,))  # the backward reads the saved result
+    assert torch.autograd.gradcheck(lambda x: grad_ops.scale_by(x, w, 1.5), (x,))  # a saved scalar
     # strided inputs: the kernels take any strides, the gradients come back like x
-    assert torch.autograd.gradcheck(ops.square, (_x(4, 3).t(),))
+    assert torch.autograd.gradcheck(grad_ops.square, (_x(4, 3).t(),))
 
 
-def test_gradgradcheck_where_the_backward_declares_a_backward(ops):
+def test_gradgradcheck_where_the_backward_declares_a_backward(grad_ops):
     x = _x(2, 5)
-    assert torch.autograd.gradgradcheck(ops.square, (x,))
-    (g,) = torch.autograd.grad(ops.square(x).sum(), x, create_graph=True)
+    assert torch.autograd.gradgradcheck(grad_ops.square, (x,))
+    (g,) = torch.autograd.grad(grad_ops.square(x).sum(), x, create_graph=True)
     (gg,) = torch.autograd.grad(g.sum(), x)
     torch.testing.assert_close(gg, torch.full_like(x, 2.0))
 
 
-def test_gradient_values_equal_torchs_own_ops(ops):
+def test_gradient_values_equal_torchs_own_ops(grad_ops):
     x = _x(3, 4)
     w = _x(3, 4, requires_grad=False)
-    cases = [(ops.square, lambda x: x * x), (ops.exp, torch.exp),
-             (lambda x: ops.sin_cos(x)[0] * 3 + ops.sin_cos(x)[1], lambda x: torch.sin(x) * 3 + torch.cos(x)),
-             (lambda x: ops.scale_by(x, w, 0.5), lambda x: 0.5 * x * w)]
+    cases = [(grad_ops.square, lambda x: x * x), (grad_ops.exp, torch.exp),
+             (lambda x: grad_ops.sin_cos(x)[0] * 3 + grad_ops.sin_cos(x)[1], lambda x: torch.sin(x) * 3 + torch.cos(x)),
+             (lambda x: grad_ops.scale_by(x, w, 0.5), lambda x: 0.5 * x * w)]
     for op, ref in cases:
         (got,) = torch.autograd.grad((op(x) ** 2).sum(), x)
         (want,) = torch.autograd.grad((ref(x) ** 2).sum(), x)
         torch.testing.assert_close(got, want)
 
 
-def test_opcheck_with_inputs_that_require_grad(ops):
+def test_opcheck_with_inputs_that_require_grad(grad_ops):
     x = _x(3, 4)
     torch.library.opcheck(torch.ops.tpgrad.square.default, (x,))
     torch.library.opcheck(torch.ops.tpgrad.sin_cos.default, (x,))
@@ -61,17 +55,17 @@ def test_opcheck_with_inputs_that_require_grad(ops):
     torch.library.opcheck(torch.ops.tpgrad.scale_by.default, (x, _x(3, 4, requires_grad=False), 2.0))
 
 
-def _loss(ops):
+def _loss(grad_ops):
     def loss(x, w):
-        y = ops.scale_by(ops.square(ops.exp(x)), w, 0.5)
-        s, c = ops.sin_cos(y)
+        y = grad_ops.scale_by(grad_ops.square(grad_ops.exp(x)), w, 0.5)
+        s, c = grad_ops.sin_cos(y)
         return (s * c).sum()
     return loss
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-def test_backward_through_torch_compile_gives_eager_gradients(ops, backend):
-    loss = _loss(ops)
+def test_backward_through_torch_compile_gives_eager_gradients(grad_ops, backend):
+    loss = _loss(grad_ops)
     x, w = _x(3, 4, dtype=torch.float32), _x(3, 4, dtype=torch.float32, requires_grad=False)
     loss(x, w).backward()
     eager = x.grad.clone()
@@ -83,7 +77,7 @@ def test_backward_through_torch_compile_gives_eager_gradients(ops, backend):
     assert torch._dynamo.explain(loss)(x, w).graph_break_count == 0
 
 
-def test_compiled_backward_graph_calls_the_backward_ops(ops):
+def test_compiled_backward_graph_calls_the_backward_ops(grad_ops):
     from torch._dynamo.backends.common import aot_autograd
     from functorch.compile import make_boxed_func
 
@@ -97,7 +91,7 @@ def test_compiled_backward_graph_calls_the_backward_ops(ops):
 
     x, w = _x(3, 4, dtype=torch.float32), _x(3, 4, dtype=torch.float32, requires_grad=False)
     torch._dynamo.reset()
-    compiled = torch.compile(_loss(ops), backend=aot_autograd(fw_compiler=keep("forward"),
+    compiled = torch.compile(_loss(grad_ops), backend=aot_autograd(fw_compiler=keep("forward"),
                                                               bw_compiler=keep("backward")), fullgraph=True)
     compiled(x, w).backward()
     for name in ("square_backward", "exp_backward", "scale_by_backward", "sin_cos_backward"):
@@ -106,8 +100,8 @@ def test_compiled_backward_graph_calls_the_backward_ops(ops):
         assert name not in graphs["forward"]
 
 
-def test_backward_through_an_op_without_one_names_it(ops):
-    y = ops.plain_square(_x(3))
+def test_backward_through_an_op_without_one_names_it(grad_ops):
+    y = grad_ops.plain_square(_x(3))
     assert y.requires_grad  # never a silent None gradient: the error comes at backward
     with pytest.raises(RuntimeError, match=r"^tpgrad::plain_square has no backward: declare one with "
                                            r"tensorplug\.op\('tpgrad::plain_square', \.\.\., "
@@ -115,88 +109,88 @@ def test_backward_through_an_op_without_one_names_it(ops):
         y.sum().backward()
     # and the backward op of a first-order backward has none either
     x = _x(3)
-    (g,) = torch.autograd.grad(ops.exp(x).sum(), x, create_graph=True)
+    (g,) = torch.autograd.grad(grad_ops.exp(x).sum(), x, create_graph=True)
     with pytest.raises(RuntimeError, match=r"^tpgrad::exp_backward has no backward"):
         g.sum().backward()
 
 
-def test_no_grad_calls_need_no_backward(ops):
+def test_no_grad_calls_need_no_backward(grad_ops):
     x = _x(3)
     with torch.no_grad():
-        y = ops.plain_square(x)
+        y = grad_ops.plain_square(x)
     assert not y.requires_grad
     torch.testing.assert_close(y, x.detach() ** 2)
 
 
-def test_a_gradient_of_the_wrong_shape_names_the_op_and_the_input(ops):
+def test_a_gradient_of_the_wrong_shape_names_the_op_and_the_input(grad_ops):
     # The derived backward op's own output rule (each gradient like its input) catches it
     # first, on every path, naming the backward op, the forward op and the input.
     with pytest.raises(ValueError, match=r"^op 'tpgrad::short_backward' returned float64\[11\] as result 0 \(the "
                                          r"gradient of 'x' for tpgrad::short\), but its shape rule declares "
                                          r"float64\[3, 4\]$"):
-        ops.short(_x(3, 4)).sum().backward()
+        grad_ops.short(_x(3, 4)).sum().backward()
 
 
-def test_a_gradient_of_the_wrong_dtype_names_the_op_and_the_input(ops):
+def test_a_gradient_of_the_wrong_dtype_names_the_op_and_the_input(grad_ops):
     with pytest.raises(ValueError, match=r"^op 'tpgrad::int32_grad_backward' returned int32\[3\] as result 0 \(the "
                                          r"gradient of 'x' for tpgrad::int32_grad\), but its shape rule declares "
                                          r"float64\[3\]$"):
-        ops.int32_grad(_x(3)).sum().backward()
+        grad_ops.int32_grad(_x(3)).sum().backward()
 
 
-def test_a_backward_op_true_to_its_own_rule_still_owes_each_input_its_dtype(ops):
+def test_a_backward_op_true_to_its_own_rule_still_owes_each_input_its_dtype(grad_ops):
     # The backward op declares int32 and returns it, so its own check passes; the gradient
     # is then checked against its input, as torch would otherwise cast it silently.
     with pytest.raises(ValueError, match=r"^tpgrad::int32_grad_by_rule: the backward tpgrad::int32_backward_by_rule "
                                          r"returned a gradient for 'x' of shape \(3,\) and dtype int32; expected "
                                          r"shape \(3,\) and dtype float64, those of 'x'$"):
-        ops.int32_grad_by_rule(_x(3)).sum().backward()
+        grad_ops.int32_grad_by_rule(_x(3)).sum().backward()
 
 
-def test_a_gradient_of_a_parameter_not_declared_differentiable_is_an_error(ops):
+def test_a_gradient_of_a_parameter_not_declared_differentiable_is_an_error(grad_ops):
     x, w = _x(3), _x(3)
     with pytest.raises(RuntimeError, match=r"^tpgrad::scale_by: parameter 'w' is not differentiable \(the op's "
                                            r"backward declares differentiable=\('x',\)\)"):
-        ops.scale_by(x, w, 2.0).sum().backward()
+        grad_ops.scale_by(x, w, 2.0).sum().backward()
     # w requiring no grad: x's gradient alone
-    (gx,) = torch.autograd.grad(ops.scale_by(x, w.detach(), 2.0).sum(), x)
+    (gx,) = torch.autograd.grad(grad_ops.scale_by(x, w.detach(), 2.0).sum(), x)
     torch.testing.assert_close(gx, 2 * w.detach())
 
 
-def test_an_op_that_writes_arguments_refuses_grad_mode_inputs_that_require_grad(ops):
+def test_an_op_that_writes_arguments_refuses_grad_mode_inputs_that_require_grad(grad_ops):
     x, out = _x(3), torch.zeros(3, dtype=torch.float64)
     with pytest.raises(RuntimeError, match=r"^tpgrad::twice_into writes 'out' in place and has no gradient"):
-        ops.twice_into(x, out)
+        grad_ops.twice_into(x, out)
     assert out.tolist() == [0.0, 0.0, 0.0]  # refused before the kernel ran
     with torch.no_grad():
-        ops.twice_into(x, out)
+        grad_ops.twice_into(x, out)
     torch.testing.assert_close(out, 2 * x.detach())
-    ops.twice_into(x.detach(), out)  # no tensor requires grad: runs in grad mode too
+    grad_ops.twice_into(x.detach(), out)  # no tensor requires grad: runs in grad mode too
 
 
 # ---- issue 39: a backward bound by name; layouts declared once; the backward's results checked ----
 
-def test_a_backward_taking_the_saved_value_first_gets_the_right_gradient(ops):
+def test_a_backward_taking_the_saved_value_first_gets_the_right_gradient(grad_ops):
     # cube_backward(x, grad) with saves=("x",): bound by name. By position (the rule before
     # issue 39) it received (grad, x) and gave 3 grad^2 x = [3, 6, 9].
-    for loss in (lambda x: ops.cube(x).sum(),
-                 torch.compile(lambda x: ops.cube(x).sum(), backend="aot_eager", fullgraph=True)):
+    for loss in (lambda x: grad_ops.cube(x).sum(),
+                 torch.compile(lambda x: grad_ops.cube(x).sum(), backend="aot_eager", fullgraph=True)):
         x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
         loss(x).backward()
         assert x.grad.tolist() == [3.0, 12.0, 27.0]
     x = _x(3, 4)
-    (got,) = torch.autograd.grad((ops.cube(x) * x).sum(), x)
+    (got,) = torch.autograd.grad((grad_ops.cube(x) * x).sum(), x)
     (want,) = torch.autograd.grad((x ** 3 * x).sum(), x)
     torch.testing.assert_close(got, want)
 
 
-def test_torch_hands_a_backward_an_expanded_gradient_unless_it_declares_contiguous(ops):
+def test_torch_hands_a_backward_an_expanded_gradient_unless_it_declares_contiguous(grad_ops):
     # The same kernels; only loose_cube leaves out contiguous=: .sum().backward() gives its
     # backward torch's expanded gradient (stride 0), which the kernel refuses.
     x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
     with pytest.raises(ValueError, match=r"strict_cube_backward: grad must be contiguous, got strides \[0\]"):
-        ops.loose_cube(x).sum().backward()
-    ops.strict_cube(x).sum().backward()
+        grad_ops.loose_cube(x).sum().backward()
+    grad_ops.strict_cube(x).sum().backward()
     assert x.grad.tolist() == [3.0, 12.0, 27.0]
 
 
@@ -216,13 +210,13 @@ def _layout(base, how):
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
 @pytest.mark.parametrize("how", ["transposed", "strided", "expanded"])
-def test_a_declared_layout_contract_holds_on_every_torch_path(ops, backend, how):
+def test_a_declared_layout_contract_holds_on_every_torch_path(grad_ops, backend, how):
     base = _x(3, 4, requires_grad=False)
     x = _layout(base, how).detach().requires_grad_(how != "expanded")
     assert not x.is_contiguous()
 
     def loss(x):
-        return ops.strict_cube(x).sum()  # the backward gets an expanded gradient
+        return grad_ops.strict_cube(x).sum()  # the backward gets an expanded gradient
 
     fn = loss if backend == "eager" else torch.compile(loss, backend=backend, fullgraph=True)
     if how == "expanded":  # a leaf cannot be expanded and require grad: no gradient, the forward only
@@ -233,7 +227,7 @@ def test_a_declared_layout_contract_holds_on_every_torch_path(ops, backend, how)
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
-def test_a_backward_whose_results_break_its_rule_is_refused(ops, backend):
+def test_a_backward_whose_results_break_its_rule_is_refused(grad_ops, backend):
     # The backward ops' kernels return three gradients for two, float64 for float32; their
     # rules say two, float32: torch checks every kernel's results against its rule (the native
     # kernel's RuntimeError, the Python kernel's ValueError: the same words), eagerly and in
@@ -245,22 +239,22 @@ def test_a_backward_whose_results_break_its_rule_is_refused(ops, backend):
     x, w = torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
     with pytest.raises((ValueError, RuntimeError), match=r"op 'tpgrad::three_gradients_backward' returned 3 "
                                                          r"tensor\(s\), but its (shape|output) rule declares 2"):
-        run(lambda x, w: ops.three_gradients(x, w, 2.0).sum(), x, w)
+        run(lambda x, w: grad_ops.three_gradients(x, w, 2.0).sum(), x, w)
     with pytest.raises((ValueError, RuntimeError), match=r"op 'tpgrad::float64_gradient_backward' returned "
                                                          r"float64\[3\]( on cpu:0)? as result 0, but its (shape|output) rule "
                                                          r"declares float32\[3\]"):
-        run(lambda x: ops.float64_gradient(x).sum(), x)
+        run(lambda x: grad_ops.float64_gradient(x).sum(), x)
 
 
-def test_an_op_declaring_contiguous_keeps_the_python_kernel(ops):
+def test_an_op_declaring_contiguous_keeps_the_python_kernel(grad_ops):
     # The native kernel passes torch's tensors on as they are: an op that needs compact ones
     # keeps the Python kernel, which copies (docs/decisions.md has the cost).
     from tensorplug_adapters.torch import native as torch_native
 
-    for op in (ops.strict_cube, ops.strict_cube.backward.function):
+    for op in (grad_ops.strict_cube, grad_ops.strict_cube.backward.function):
         assert torch_native.reason(op) in (
             f"it declares contiguous={op.contiguous!r}, and the native kernel cannot make compact copies",
             "it is a derived backward, whose gradients the Python kernel checks naming their inputs")
-    assert torch_native.reason(ops.strict_cube) == ("it declares contiguous=('x',), and the native kernel cannot make "
+    assert torch_native.reason(grad_ops.strict_cube) == ("it declares contiguous=('x',), and the native kernel cannot make "
                                                     "compact copies")
-    assert torch_native.reason(ops.loose_cube) is None  # the same kernel, no declaration: native
+    assert torch_native.reason(grad_ops.loose_cube) is None  # the same kernel, no declaration: native

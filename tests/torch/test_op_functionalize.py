@@ -12,7 +12,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import op_kernels  # noqa: E402  (tests/support/op_kernels.py)
 
 import tensorplug  # noqa: E402
 from tensorplug import cpp, like  # noqa: E402
@@ -49,11 +48,6 @@ tp::Tensor Accumulate(tp::TensorView x, tp::MutableView acc, std::optional<tp::M
 
 TENSORPLUG_EXPORT(accumulate, Accumulate, "x", "acc", "count");
 """
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return op_kernels.ops()
 
 
 @pytest.fixture(scope="module")

@@ -23,8 +23,8 @@ from tensorplug_adapters.torch import native as torch_native  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def ops():
-    ops = op_kernels.ops()
+def ops(ops):
+    """The shared ops (tests/conftest.py), with a hand-written backward for ``scale``."""
     _attach_backward(ops)
     return ops
 

@@ -18,7 +18,6 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch not installed")
 
-import op_kernels  # noqa: E402  (tests/support/op_kernels.py)
 
 import tensorplug  # noqa: E402
 from tensorplug import _core, cpp  # noqa: E402
@@ -91,11 +90,6 @@ def mod(tmp_path_factory):
     source.write_text(KERNELS)
     return tensorplug.load_module(cpp.build("lazy_bits_kernels", [source],
                                             build_directory=tmp_path_factory.mktemp("build")))
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return op_kernels.ops()
 
 
 def negated_imag(dtype=torch.complex64):

@@ -16,7 +16,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import op_kernels  # noqa: E402  (tests/support/op_kernels.py)
 
 import tensorplug  # noqa: E402
 from tensorplug import exchange  # noqa: E402
@@ -127,11 +126,6 @@ int scale_from_thread(const char* libtorch_cpu, double alpha, double timeout_s, 
   return wait_for(run, timeout_s, out);
 }
 """
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return op_kernels.ops()
 
 
 def test_every_op_with_a_compiled_rule_gets_the_native_kernel(ops):
