@@ -69,7 +69,7 @@ class PaddleFramework(Framework):
 
         # to_static's default (SOT), where each op is a node of the static program; the AST
         # transform (full_graph=True) needs a function's source, which the kit's lambdas lack
-        # (tests/test_op_paddle.py runs both).
+        # (tests/paddle/test_op_paddle.py runs both).
         return paddle.jit.to_static(fn)
 
     def gradient(self, fn, *args):

@@ -56,7 +56,7 @@ class TorchFramework(Framework):
         import torch
 
         # aot_eager: dynamo's graph capture and aot_autograd's functionalization, without
-        # inductor's C++ compile (tests/test_op_torch.py runs inductor).
+        # inductor's C++ compile (tests/torch/test_op_torch.py runs inductor).
         return torch.compile(fn, backend="aot_eager", fullgraph=True)
 
     def gradient(self, fn, *args):
