@@ -122,10 +122,12 @@ def _register(torch, op) -> None:
     # 1. Schema: the overloads.
     lib.define(f"{op.opname}{schema(op)}")  # default: the op as every caller calls it
     for name in mutable:
-        lib.define(f"{name}{schema(op)}")  # the op without a Functionalize kernel, which auto_functionalized takes
+        lib.define(f"{name}{schema(op)}")  # without a Functionalize kernel, the form auto_functionalized takes
     for name in nograd:
-        lib.define(f"{name}{schema(op)}")  # below autograd: where the native Autograd kernel sends a call needing no gradient
-        lib.define(f"{op.opname}.{GRAD}{schema(op)}")  # the Python formula: where it sends a call needing one
+        # Where the native Autograd kernel sends a call that needs no gradient (below autograd) ...
+        lib.define(f"{name}{schema(op)}")
+        # ... and one that needs a gradient (the Python formula).
+        lib.define(f"{op.opname}.{GRAD}{schema(op)}")
     packet = getattr(getattr(torch.ops, op.namespace), op.opname)
 
     # 2. Kernels: the compute of every overload but grad (which only passes calls on to nograd).
@@ -135,7 +137,7 @@ def _register(torch, op) -> None:
     else:
         kernel = _kernel(torch, op)
         for name in [op.opname, *mutable]:
-            lib.impl(name, kernel, _KERNEL_KEY)  # Python: a shape function rule, contiguous=, no shim
+            lib.impl(name, kernel, _KERNEL_KEY)  # Python: a shape function's rule, contiguous=, no shim
 
     # 3. Fake: what tracing (torch.compile, torch.export, functionalize) runs instead of the kernel.
     fake = _fake(torch, op) if op.n_outputs else _no_outputs
@@ -159,7 +161,7 @@ def _register(torch, op) -> None:
         lib.impl(op.opname, autograd.kernel(torch, op), "Autograd", with_keyset=True)
 
     # 6. Sharding: DTensor's strategy, on the overloads that run below autograd.
-    _sharded[op.name] = (packet.default, *[getattr(packet, NO_GRAD) for _ in nograd])
+    _sharded[op.name] = (packet.default, *([getattr(packet, NO_GRAD)] if native_autograd else []))
     _register_sharding(op)
 
     # Every type a traced call can show for a torch argument, resolved now (dynamo cannot run the hooks).
