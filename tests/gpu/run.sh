@@ -24,11 +24,13 @@ steps=("$@")
 status=0
 
 # The files holding the GPU tests (grep for "no CUDA device" and "cupy not installed").
-GPU_FILES=(tests/gpu/test_cuda.py tests/compilers/test_triton_ptx.py tests/gpu/test_gpu.py tests/torch/test_op_torch.py tests/jax/test_op_jax.py
-           tests/kit/test_conformance.py tests/kit/test_conformance_kit.py tests/builds/test_library_bin.py tests/core/test_storage.py
-           tests/tvm_ffi/test_compat_tvm_ffi.py tests/core/test_context.py tests/core/test_device_rules.py tests/core/test_handles.py
-           tests/core/test_bad_results.py tests/core/test_error_types.py tests/core/test_env_restore.py tests/hub/test_hub.py
-           tests/core/test_vocabulary.py tests/core/test_contract_edges.py tests/docs/test_bench.py)
+GPU_FILES=(tests/gpu/test_cuda.py tests/compilers/test_triton_ptx.py tests/gpu/test_gpu.py
+           tests/torch/test_op_torch.py tests/jax/test_op_jax.py tests/kit/test_conformance.py
+           tests/kit/test_conformance_kit.py tests/builds/test_library_bin.py tests/core/test_storage.py
+           tests/tvm_ffi/test_compat_tvm_ffi.py tests/core/test_context.py tests/core/test_device_rules.py
+           tests/core/test_handles.py tests/core/test_bad_results.py tests/core/test_error_types.py
+           tests/core/test_env_restore.py tests/hub/test_hub.py tests/core/test_vocabulary.py
+           tests/core/test_contract_edges.py tests/docs/test_bench.py)
 
 step() {  # step NAME SECONDS COMMAND...: runs COMMAND with its output in $out/NAME.log
   local name=$1 limit=$2

@@ -40,14 +40,16 @@ ROOT = Path(__file__).resolve().parents[2]
 VERSIONS = ("3.10", "3.12", "3.13")
 
 SUBSET = [
-    "tests/core/test_import.py", "tests/core/test_calls.py", "tests/builds/test_c_kernel.py", "tests/core/test_args_numbers.py",
-    "tests/core/test_args_ints.py", "tests/core/test_args_lists.py", "tests/core/test_args_defaults.py", "tests/core/test_bad_input.py",
-    "tests/core/test_bad_results.py", "tests/core/test_error_types.py", "tests/kit/test_conformance.py",
-    "tests/kit/test_conformance_kit.py", "tests/core/test_device_rules.py", "tests/kit/test_framework_limits.py",
-    "tests/core/test_env_restore.py", "tests/core/test_handles.py", "tests/core/test_mview.py", "tests/core/test_lifetime.py",
-    "tests/ops/test_op.py", "tests/jax/test_op_jax.py", "tests/ops/test_op_lists.py", "tests/jax/test_grad_jax.py",
-    "tests/docs/test_readme_kernels.py", "tests/docs/test_cli.py", "tests/builds/test_stubs.py", "tests/core/test_loader.py",
-    "tests/core/test_vocabulary.py", "tests/examples/test_fused_kernels.py", "tests/compilers/test_numba.py", "tests/core/test_properties.py",
+    "tests/core/test_import.py", "tests/core/test_calls.py", "tests/builds/test_c_kernel.py",
+    "tests/core/test_args_numbers.py", "tests/core/test_args_ints.py", "tests/core/test_args_lists.py",
+    "tests/core/test_args_defaults.py", "tests/core/test_bad_input.py", "tests/core/test_bad_results.py",
+    "tests/core/test_error_types.py", "tests/kit/test_conformance.py", "tests/kit/test_conformance_kit.py",
+    "tests/core/test_device_rules.py", "tests/kit/test_framework_limits.py", "tests/core/test_env_restore.py",
+    "tests/core/test_handles.py", "tests/core/test_mview.py", "tests/core/test_lifetime.py", "tests/ops/test_op.py",
+    "tests/jax/test_op_jax.py", "tests/ops/test_op_lists.py", "tests/jax/test_grad_jax.py",
+    "tests/docs/test_readme_kernels.py", "tests/docs/test_cli.py", "tests/builds/test_stubs.py",
+    "tests/core/test_loader.py", "tests/core/test_vocabulary.py", "tests/examples/test_fused_kernels.py",
+    "tests/compilers/test_numba.py", "tests/core/test_properties.py",
 ]
 
 
