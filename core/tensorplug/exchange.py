@@ -67,18 +67,18 @@ def xla_ffi_handler(platform: str, slot: int):
     return _core.xla_ffi_handler(platform, slot)
 
 
-def xla_ffi_define(key: str, function, params, n_inputs: int, n_outputs: int, n_alloc: int) -> int:
+def xla_ffi_define(key: str, plan, params, n_inputs: int, n_outputs: int, n_alloc: int) -> int:
     """Define the plan that the handlers of the returned slot run (a key defined again keeps
-    its slot): call ``function`` (a :class:`tensorplug.Function`) with one value per item of
-    ``params``, each ``(name, source, index, attribute, kind)``: source 0 takes XLA operand
-    ``index`` (read-only), 1 XLA result ``index`` (a written parameter), 2 the attribute
-    named ``attribute`` (None when absent), 3 None; kind is the parameter's signature kind
-    (view, tensor, int, float, bool, str, dtype). The call has ``n_inputs`` operands and
-    ``n_outputs + n_alloc`` results: the written parameters', then the ``n_alloc`` tensors
-    the function allocates with ``Tensor::FromEnvAlloc``, handed out in order. Redefining
-    a key replaces its plan; plans live for the process (compiled computations keep them).
-    A process defines at most 2048 keys (RuntimeError past that)."""
-    return _core.xla_ffi_define(key, function, params, n_inputs, n_outputs, n_alloc)
+    its slot): run ``plan`` (a call plan, :func:`tensorplug.plans.make`) with one value per
+    item of ``params``, each ``(name, source, index, attribute, kind)``: source 0 takes XLA
+    operand ``index`` (read-only), 1 XLA result ``index`` (a written parameter), 2 the
+    attribute named ``attribute`` (None when absent), 3 None; kind is the parameter's
+    signature kind (view, tensor, int, float, bool, str, dtype). The call has ``n_inputs``
+    operands and ``n_outputs + n_alloc`` results: the written parameters', then the
+    ``n_alloc`` tensors the function allocates with ``Tensor::FromEnvAlloc``, handed out in
+    order. Redefining a key replaces its plan; plans live for the process (compiled
+    computations keep them). A process defines at most 2048 keys (RuntimeError past that)."""
+    return _core.xla_ffi_define(key, plan, params, n_inputs, n_outputs, n_alloc)
 
 
 def torch_native_load(paths) -> str | None:
@@ -88,13 +88,10 @@ def torch_native_load(paths) -> str | None:
     return _core.torch_native_load(list(paths))
 
 
-def torch_native_define(name: str, function, params, outputs) -> int:
-    """Define the plan of op ``name``'s native torch kernel and return its slot (for
-    :func:`torch_native_register`): ``function`` the kernel function, ``params`` a
-    sequence of ``(name, kind, optional, written)``, ``outputs`` one compiled output rule
-    per returned tensor (the layout ``tensorplug_adapters.torch_native.compile_outputs``
-    builds; csrc/python/torch_native.cc documents it)."""
-    return _core.torch_native_define(name, function, params, outputs)
+def torch_native_define(plan) -> int:
+    """Give a call plan (:func:`tensorplug.plans.make`) a native torch kernel and return
+    its slot (for :func:`torch_native_register`)."""
+    return _core.torch_native_define(plan)
 
 
 def torch_native_register(slot: int, namespace: str, dispatch_key: str, name: str) -> None:

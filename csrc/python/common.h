@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tensorplug/c_api.h"
+#include "tensorplug/plan.h"
 
 namespace tensorplug::py {
 
@@ -246,6 +247,9 @@ int MakePythonFunction(PyObject* callable, TPFunctionHandle* out, PyObject* call
 PyObject* DeviceToPython(DLDevice device);
 PyObject* DTypeToPython(DLDataType dtype);
 bool DTypeFromString(const char* s, DLDataType* out);
+// The TPPlanHandle of a call plan capsule (tensorplug.plans.make), borrowed; nullptr with a
+// TypeError naming `caller` for anything else (plan.cc).
+TPPlanHandle PlanOfCapsule(PyObject* obj, const char* caller);
 // What a dtype argument accepts, for messages: "expected " kDTypeExpected ", got ...".
 constexpr const char kDTypeExpected[] =
     "a dtype: bool, int8/16/32/64, uint8/16/32/64, float16/32/64, bfloat16, complex64/128, a float8 kind "

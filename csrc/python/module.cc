@@ -13,6 +13,7 @@ namespace tensorplug::py {
 
 bool InitXlaFfi(PyObject* module);  // xla_ffi.cc
 bool InitTorchNative(PyObject* module);  // torch_native.cc
+bool InitPlan(PyObject* module);  // plan.cc
 bool InitOpCallType(PyObject* module);  // op_call.cc
 extern PyMethodDef kStorageMethods[];  // storage.cc
 PyObject* FunctionFromPointer(PyObject*, PyObject* args);  // native_function.cc
@@ -424,7 +425,7 @@ PyObject* CreateModule() {
   PyObject* vocabulary = MakeVocabulary();
   const bool vocabulary_added = vocabulary && PyModule_AddObjectRef(module, "VOCABULARY", vocabulary) == 0;
   Py_XDECREF(vocabulary);
-  if (!vocabulary_added || !overrides || !InitTensorType(module) || !InitFunctionType(module) || !InitXlaFfi(module) || !InitTorchNative(module) ||
+  if (!vocabulary_added || !overrides || !InitTensorType(module) || !InitFunctionType(module) || !InitXlaFfi(module) || !InitTorchNative(module) || !InitPlan(module) ||
       !InitHandleType(module) || !InitOpCallType(module) ||
       PyModule_AddObjectRef(module, "overrides", overrides) < 0 || PyModule_AddFunctions(module, kStorageMethods) < 0 ||
       PyModule_AddIntConstant(module, "MAX_NDIM", TP_MAX_NDIM) < 0) {

@@ -7,7 +7,7 @@
 
 #include "call_env.h"
 #include "converters.h"
-#include "overlap.h"
+#include "../runtime/overlap.h"
 #include "tensorplug/dtype.h"
 
 namespace tensorplug::py {
@@ -103,7 +103,10 @@ bool RefuseReadOnly(FunctionObject* f, int i, const Param* param, int item, cons
 
 }  // namespace
 
-// Written tensors whose elements overlap are refused (overlap.h).
+// Written tensors whose elements overlap are refused (runtime/overlap.h).
+using runtime::ElementsOverlap;
+using runtime::Overlap;
+using runtime::OverlapRefusal;
 
 namespace {
 

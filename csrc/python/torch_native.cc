@@ -37,9 +37,8 @@
 #include <vector>
 
 #include "common.h"
-#include "function_object.h"
-#include "overlap.h"
 #include "tensorplug/dtype.h"
+#include "tensorplug/plan.h"
 
 namespace tensorplug::py {
 
@@ -368,7 +367,11 @@ AtenTensorHandle ToTorch(DLManagedTensorVersioned* managed, std::string* error) 
 }
 
 // -------------------------------------------------------------- plans ----
-enum class Kind : int32_t { kView, kTensor, kInt, kFloat, kBool, kStr, kDevice, kDType, kViews, kInts };
+// The parameter kinds are the call plan's (tensorplug/plan.h).
+enum class Kind : int32_t {
+  kView = kTPParamView, kTensor = kTPParamTensor, kInt = kTPParamInt, kFloat = kTPParamFloat, kBool = kTPParamBool,
+  kStr = kTPParamStr, kDevice = kTPParamDevice, kDType = kTPParamDType, kViews = kTPParamViews, kInts = kTPParamInts
+};
 
 struct ParamPlan {
   Kind kind;
@@ -377,34 +380,13 @@ struct ParamPlan {
   std::string name;
 };
 
-// An output rule compiled (from tensorplug.Output / like in Python, see torch_native.py):
-// each dimension an RPN program over the call's arguments.
-enum class Op : int32_t { kConst, kInt, kDim, kItem, kLen, kListDim, kAdd, kSub, kMul, kFloorDiv, kMod, kNeg };
-struct Step {
-  Op op;
-  int64_t a, b, c;  // kConst: a; kInt/kLen: param a; kDim/kItem: param a, index b; kListDim: param a, item b, index c
-};
-enum class From : int32_t { kTensor = 0, kInts = 1, kDims = 2, kViews = 3, kDType = 4, kFixed = 5, kPrimary = 6,
-                            kDevice = 7 };
-struct OutputRule {
-  From shape_from;
-  int32_t shape_param;
-  std::vector<std::vector<Step>> dims;
-  From dtype_from;
-  int32_t dtype_param;
-  DLDataType dtype_fixed;
-  From device_from;
-  int32_t device_param;
-  DLDevice device_fixed;
-};
-
+// An op's torch kernel: the call plan (the function, its checks and output rule, the
+// environment binding) and what torch's stack needs of it.
 struct TorchPlan {
   std::string op;  // "ns::name", for messages
-  TPFunctionHandle func;  // one reference, never released (plans live for the process)
-  TPPackedFunc entry;
-  void* self;
+  TPPlanHandle plan;  // one reference, never released (torch may call the kernel until the process ends)
   std::vector<ParamPlan> params;
-  std::vector<OutputRule> outputs;  // one per tensor the function returns
+  size_t n_outputs = 0;               // the tensors the function returns
   std::vector<size_t> written;       // the indices of the written parameters
   bool writes = false;               // a parameter is written
   std::string bridge_kinds;          // one letter per parameter where the compiled bridge can run it, else ""
@@ -479,153 +461,6 @@ bool Unbox(StableIValue value, StableIValue* inner) {
   return true;
 }
 
-struct Spec {
-  int32_t ndim;
-  int64_t shape[TP_MAX_NDIM];
-  DLDataType dtype;
-  DLDevice device;
-};
-
-int64_t FloorDiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
-}
-
-// Tensor argument `p` of a call, as a rule reads it (a view, or an owning tensor before
-// the call moves it).
-const DLTensor& TensorArg(const TorchPlan& plan, const TPAny* args, int64_t p) {
-  const TPAny& a = args[p];
-  if (a.type_index == kTPTensor) return a.v_tensor->dl_tensor;
-  if (a.type_index != kTPDLTensorPtr) {
-    Fail(plan, "ValueError", "output rule: argument '" + plan.params[p].name + "' is None");
-  }
-  return *a.v_dltensor;
-}
-
-int64_t EvalDim(const TorchPlan& plan, const std::vector<Step>& steps, const TPAny* args) {
-  int64_t stack[32];
-  int32_t top = 0;
-  auto tensor = [&](int64_t p) -> const DLTensor& { return TensorArg(plan, args, p); };
-  auto dim = [&](const DLTensor& t, int64_t i) {
-    const int64_t k = i < 0 ? i + t.ndim : i;
-    if (k < 0 || k >= t.ndim) Fail(plan, "IndexError", "output rule: dimension " + std::to_string(i) + " of a " +
-                                                           std::to_string(t.ndim) + "-d tensor");
-    return t.shape[k];
-  };
-  for (const Step& s : steps) {
-    if (top >= 31) Fail(plan, "ValueError", "output rule: expression too deep");
-    switch (s.op) {
-      case Op::kConst: stack[top++] = s.a; break;
-      case Op::kInt: stack[top++] = args[s.a].v_int64; break;
-      case Op::kDim: stack[top++] = dim(tensor(s.a), s.b); break;
-      case Op::kItem: {
-        const TPIntArray& a = *args[s.a].v_int_array;
-        const int64_t k = s.b < 0 ? s.b + a.size : s.b;
-        if (k < 0 || k >= a.size) Fail(plan, "IndexError", "output rule: item " + std::to_string(s.b) + " of " +
-                                                               std::to_string(a.size));
-        stack[top++] = a.data[k];
-        break;
-      }
-      case Op::kLen:
-        stack[top++] = args[s.a].type_index == kTPArray ? args[s.a].v_array->size : args[s.a].v_int_array->size;
-        break;
-      case Op::kListDim: {
-        const TPArray& a = *args[s.a].v_array;
-        const int64_t k = s.b < 0 ? s.b + a.size : s.b;
-        if (k < 0 || k >= a.size) Fail(plan, "IndexError", "output rule: item " + std::to_string(s.b) + " of " +
-                                                               std::to_string(a.size) + " tensors");
-        stack[top++] = dim(*a.items[k].v_dltensor, s.c);
-        break;
-      }
-      case Op::kNeg: stack[top - 1] = -stack[top - 1]; break;
-      default: {
-        const int64_t r = stack[--top], l = stack[--top];
-        if ((s.op == Op::kFloorDiv || s.op == Op::kMod) && r == 0) {
-          Fail(plan, "ZeroDivisionError", "output rule: division by zero");
-        }
-        stack[top++] = s.op == Op::kAdd ? l + r : s.op == Op::kSub ? l - r : s.op == Op::kMul ? l * r
-                       : s.op == Op::kFloorDiv ? FloorDiv(l, r) : l - FloorDiv(l, r) * r;
-      }
-    }
-  }
-  return stack[0];
-}
-
-// The spec of each output, from the rule and the converted arguments (before the call:
-// the function consumes owning tensor arguments).
-void EvalRules(const TorchPlan& plan, const TPAny* args, DLDevice primary, Spec* specs) {
-  for (size_t k = 0; k < plan.outputs.size(); ++k) {
-    const OutputRule& rule = plan.outputs[k];
-    Spec& spec = specs[k];
-    switch (rule.shape_from) {
-      case From::kTensor: {
-        const DLTensor& t = TensorArg(plan, args, rule.shape_param);
-        spec.ndim = t.ndim;
-        std::memcpy(spec.shape, t.shape, sizeof(int64_t) * t.ndim);
-        break;
-      }
-      case From::kInts: {
-        const TPIntArray& a = *args[rule.shape_param].v_int_array;
-        if (a.size > TP_MAX_NDIM) Fail(plan, "ValueError", "output rule: a shape of " + std::to_string(a.size) +
-                                                               " dimensions");
-        spec.ndim = static_cast<int32_t>(a.size);
-        std::memcpy(spec.shape, a.data, sizeof(int64_t) * a.size);
-        break;
-      }
-      default:
-        spec.ndim = static_cast<int32_t>(rule.dims.size());
-        for (size_t i = 0; i < rule.dims.size(); ++i) spec.shape[i] = EvalDim(plan, rule.dims[i], args);
-    }
-    switch (rule.dtype_from) {
-      case From::kTensor: spec.dtype = TensorArg(plan, args, rule.dtype_param).dtype; break;
-      case From::kViews: {
-        const TPArray& a = *args[rule.dtype_param].v_array;
-        if (a.size == 0) Fail(plan, "ValueError", "output rule: dtype from '" + plan.params[rule.dtype_param].name +
-                                                      "': the list is empty");
-        spec.dtype = a.items[0].v_dltensor->dtype;
-        break;
-      }
-      case From::kDType: spec.dtype = args[rule.dtype_param].v_dtype; break;
-      default: spec.dtype = rule.dtype_fixed;
-    }
-    switch (rule.device_from) {
-      case From::kTensor: spec.device = TensorArg(plan, args, rule.device_param).device; break;
-      case From::kDevice: spec.device = args[rule.device_param].v_device; break;
-      case From::kPrimary: spec.device = primary; break;
-      default: spec.device = rule.device_fixed;
-    }
-  }
-}
-
-void CheckResult(const TorchPlan& plan, size_t k, const DLTensor& t, const Spec& spec) {
-  bool same = t.ndim == spec.ndim && t.dtype.code == spec.dtype.code && t.dtype.bits == spec.dtype.bits &&
-              t.dtype.lanes == spec.dtype.lanes && t.device.device_type == spec.device.device_type &&
-              t.device.device_id == spec.device.device_id;
-  for (int32_t i = 0; same && i < t.ndim; ++i) same = t.shape[i] == spec.shape[i];
-  if (!same) {
-    throw std::runtime_error("op '" + plan.op + "' returned " + ShapeText(t.dtype, t.ndim, t.shape) + " on " +
-                             DeviceText(t.device) + " as result " + std::to_string(k) +
-                             ", but its output rule declares " + ShapeText(spec.dtype, spec.ndim, spec.shape) +
-                             " on " + DeviceText(spec.device));
-  }
-}
-
-// Binds the allocator and the primary device's stream for the thread, restoring both.
-struct EnvScope {
-  DLPackManagedTensorAllocator saved_allocator;
-  DLDevice device;
-  void* saved_stream = nullptr;
-  EnvScope(DLDevice d, void* stream) : device(d) {
-    saved_allocator = TPEnvSetAllocator(TorchAllocator);
-    if (d.device_type != kDLCPU) saved_stream = TPEnvSetStream(d.device_type, d.device_id, stream);
-  }
-  ~EnvScope() {
-    if (device.device_type != kDLCPU) TPEnvSetStream(device.device_type, device.device_id, saved_stream);
-    TPEnvSetAllocator(saved_allocator);
-  }
-};
-
 // Releases TPAny values still owned (kTPTensor arguments not yet moved, results).
 struct AnyGuard {
   TPAny* values;
@@ -635,13 +470,17 @@ struct AnyGuard {
   }
 };
 
-// Writable: a written tensor's elements must not overlap (the kernel would race with
-// itself, or write one element twice). `item` indexes a list argument's items, else -1.
-void CheckWritable(const TorchPlan& plan, const ParamPlan& p, int64_t item, const DLTensor& view) {
-  const Overlap overlap = ElementsOverlap(view);
-  if (overlap == Overlap::kNone) return;
-  Fail(plan, "ValueError", "argument '" + p.name + "'" + (item >= 0 ? " item " + std::to_string(item) : "") +
-                               ": " + OverlapRefusal(view, overlap));
+// The plan's error as torch shows it: "<op>(): <kind>: <what>", or the plan's own text
+// for a result that breaks the declaration ("op '<op>' returned ...").
+[[noreturn]] void ThrowPlanError(const TorchPlan& plan) {
+  const char* kind = "RuntimeError";
+  const char* message = "unknown error";
+  TPErrorGet(&kind, &message);
+  std::string text = message;
+  const std::string prefix = plan.op + "(): ";
+  if (text.compare(0, prefix.size(), prefix) == 0) text = prefix + kind + ": " + text.substr(prefix.size());
+  TPErrorClear();
+  throw std::runtime_error(text);
 }
 
 // The primary device of a call: the first non-CPU tensor's, else the first tensor's.
@@ -671,10 +510,10 @@ inline void ScalarArg(Kind kind, StableIValue v, TPAny* a) {
 [[noreturn]] void FailCounts(const TorchPlan& plan, uint64_t num_args, uint64_t num_outputs) {
   Fail(plan, "RuntimeError", "torch passed " + std::to_string(num_args) + " argument(s) and expects " +
                                  std::to_string(num_outputs) + " result(s); the op declares " +
-                                 std::to_string(plan.params.size()) + " and " + std::to_string(plan.outputs.size()));
+                                 std::to_string(plan.params.size()) + " and " + std::to_string(plan.n_outputs));
 }
 inline void CheckCounts(const TorchPlan& plan, uint64_t num_args, uint64_t num_outputs) {
-  if (num_args != plan.params.size() || num_outputs != plan.outputs.size()) FailCounts(plan, num_args, num_outputs);
+  if (num_args != plan.params.size() || num_outputs != plan.n_outputs) FailCounts(plan, num_args, num_outputs);
 }
 
 template <class ListItem>
@@ -736,7 +575,6 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
       case Kind::kView: {
         auto h = reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(v));
         if (!Describe(h, &views.data[i], &error)) arg_error(p, error);
-        if (p.written) CheckWritable(plan, p, -1, views.data[i]);
         primary.Note(views.data[i].device);
         a.type_index = kTPDLTensorPtr;
         a.v_dltensor = &views.data[i];
@@ -798,7 +636,6 @@ void RunPlan(const TorchPlan& plan, StableIValue* stack, uint64_t num_args, uint
           item_handles.data[owned_items.n++] = h;
           DLTensor& view = views.data[n + items_used + j];
           if (!Describe(h, &view, &error)) arg_error(p, "item " + std::to_string(j) + ": " + error);
-          if (p.written) CheckWritable(plan, p, static_cast<int64_t>(j), view);
           primary.Note(view.device);
           list_items[j] = TPAny{};
           list_items[j].type_index = kTPDLTensorPtr;
@@ -845,11 +682,11 @@ void CallPlan(const TorchPlan& plan, TPAny* args, AnyGuard& guard, DLDevice prim
   guard.n = n;
   std::string error;
 
-  Spec specs[8];
-  std::unique_ptr<Spec[]> many;
-  Spec* expected = specs;
-  if (plan.outputs.size() > 8) expected = (many.reset(new Spec[plan.outputs.size()]), many.get());
-  EvalRules(plan, args, primary, expected);
+  TPTensorSpec specs[4];
+  std::unique_ptr<TPTensorSpec[]> many;
+  TPTensorSpec* expected = specs;
+  if (plan.n_outputs > 4) expected = (many.reset(new TPTensorSpec[plan.n_outputs]), many.get());
+  if (TPPlanPrepare(plan.plan, args, primary, expected) != 0) ThrowPlanError(plan);
 
   void* stream = nullptr;
   if (primary.device_type == kDLCUDA) {
@@ -884,40 +721,14 @@ void CallPlan(const TorchPlan& plan, TPAny* args, AnyGuard& guard, DLDevice prim
     for (size_t j = 0; j < static_cast<size_t>(a.v_array->size); ++j) bump(plan.params[i], list_item(a, j), j, true);
   }
   TPAny result;
-  result.type_index = kTPNone;
-  int rc;
-  {
-    EnvScope env(primary, stream);
-    rc = plan.entry(plan.self, args, static_cast<int32_t>(n), &result);
-  }
+  const TPPlanBinding binding{primary, stream, TorchAllocator, nullptr};
+  const int rc = TPPlanInvoke(plan.plan, args, &binding, expected, &result);
   guard.n = 0;  // owning tensor arguments now belong to the callee
+  if (rc != 0) ThrowPlanError(plan);
   AnyGuard result_guard{&result, 1};
-  if (rc != 0) {
-    const char* kind = "RuntimeError";
-    const char* message = "unknown error";
-    TPErrorGet(&kind, &message);
-    std::string text = plan.op + "(): " + kind + ": " + message;
-    TPErrorClear();
-    throw std::runtime_error(text);
-  }
-  // Results: each checked against its rule, then handed to torch on the stack.
-  const size_t declared = plan.outputs.size();
-  TPAny* results = &result;
-  size_t returned = result.type_index == kTPNone ? 0 : 1;
-  if (result.type_index == kTPTuple) {
-    results = result.v_tuple->items;
-    returned = static_cast<size_t>(result.v_tuple->size);
-  }
-  if (returned != declared) {
-    throw std::runtime_error("op '" + plan.op + "' returned " + std::to_string(returned) +
-                             " tensor(s), but its output rule declares " + std::to_string(declared));
-  }
-  for (size_t k = 0; k < declared; ++k) {
-    if (results[k].type_index != kTPTensor) {
-      throw std::runtime_error("op '" + plan.op + "' returned a non-tensor value as result " + std::to_string(k));
-    }
-    CheckResult(plan, k, results[k].v_tensor->dl_tensor, expected[k]);
-  }
+  // Results (checked against the rule by the plan): handed to torch on the stack.
+  const size_t declared = plan.n_outputs;
+  TPAny* results = result.type_index == kTPTuple ? result.v_tuple->items : &result;
   FrameArray<AtenTensorHandle, 8> out(declared);
   for (size_t k = 0; k < declared; ++k) {
     DLManagedTensorVersioned* managed = results[k].v_tensor;
@@ -949,7 +760,6 @@ void RunBridged(const TorchPlan& plan, StableIValue* stack, TensorFacts* facts, 
       case Kind::kView: {
         if (!FactsOk(facts[i])) Fail(plan, "TypeError", "argument '" + p.name + "': " + FactsError(facts[i]));
         DLTensor* view = &facts[i].view;
-        if (p.written) CheckWritable(plan, p, -1, *view);
         primary.Note(view->device);
         a.type_index = kTPDLTensorPtr;
         a.v_dltensor = view;
@@ -1348,110 +1158,23 @@ PyObject* LoadPy(PyObject*, PyObject* paths) {
   Py_RETURN_NONE;
 }
 
-bool ParseSteps(PyObject* seq_obj, std::vector<Step>* steps) {
-  PyObject* seq = PySequence_Fast(seq_obj, "a dimension program must be a sequence");
-  if (seq == nullptr) return false;
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
-    int op;
-    long long a = 0, b = 0, c = 0;
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "i|LLL", &op, &a, &b, &c)) {
-      Py_DECREF(seq);
-      return false;
-    }
-    steps->push_back(Step{static_cast<Op>(op), a, b, c});
-  }
-  Py_DECREF(seq);
-  return true;
-}
-
-// torch_native_define(name, function, params, outputs) -> slot. params: (name, kind,
-// optional, written) with kind view, tensor, int, float, bool, str, device, dtype, views,
-// ints; outputs: (shape_from, shape_param, dims, dtype_from, dtype_param, dtype_name,
-// device_from, device_param, device_type, device_id) per result, as torch_native.py
-// compiles a rule (From codes; dims a sequence of programs of (op, a, b, c) steps).
-PyObject* DefinePy(PyObject*, PyObject* args) {
-  const char* name;
-  PyObject *function, *params, *outputs;
-  if (!PyArg_ParseTuple(args, "sOOO:torch_native_define", &name, &function, &params, &outputs)) return nullptr;
-  TPFunctionHandle func = FunctionHandleOf(function);
-  if (func == nullptr) {
-    PyErr_Format(PyExc_TypeError, "torch_native_define(): expected a tensorplug.Function, got %s",
-                 Py_TYPE(function)->tp_name);
-    return nullptr;
-  }
+// torch_native_define(plan) -> slot: the torch kernel of a call plan (a capsule of
+// tensorplug.plans.make: the function, its parameters and output rule).
+PyObject* DefinePy(PyObject*, PyObject* capsule) {
+  auto* handle = PlanOfCapsule(capsule, "torch_native_define");
+  if (handle == nullptr) return nullptr;
   auto plan = std::make_unique<TorchPlan>();
-  plan->op = name;
-  static const std::pair<const char*, Kind> kKinds[] = {
-      {"view", Kind::kView},   {"mview", Kind::kView},     {"tensor", Kind::kTensor}, {"int", Kind::kInt},
-      {"float", Kind::kFloat}, {"bool", Kind::kBool},      {"str", Kind::kStr},       {"device", Kind::kDevice},
-      {"dtype", Kind::kDType}, {"views", Kind::kViews},    {"ints", Kind::kInts}};
-  PyObject* seq = PySequence_Fast(params, "torch_native_define(): params must be a sequence");
-  if (seq == nullptr) return nullptr;
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
-    const char *pname, *kind;
-    int optional, written;
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "sspp", &pname, &kind, &optional, &written)) {
-      Py_DECREF(seq);
-      return nullptr;
-    }
-    int found = -1;
-    for (size_t k = 0; k < sizeof(kKinds) / sizeof(kKinds[0]); ++k)
-      if (!strcmp(kKinds[k].first, kind)) found = static_cast<int>(k);
-    if (found < 0) {
-      PyErr_Format(PyExc_ValueError, "torch_native_define(): parameter '%s' has kind '%s', which has no torch form",
-                   pname, kind);
-      Py_DECREF(seq);
-      return nullptr;
-    }
-    plan->params.push_back(ParamPlan{kKinds[found].second, optional != 0, written != 0, pname});
-    plan->writes = plan->writes || written != 0;
-    if (written) plan->written.push_back(plan->params.size() - 1);
+  plan->op = TPPlanGetName(handle);
+  int32_t count = 0;
+  const TPPlanParam* params = TPPlanGetParams(handle, &count);
+  for (int32_t i = 0; i < count; ++i) {
+    const TPPlanParam& p = params[i];
+    plan->params.push_back(ParamPlan{static_cast<Kind>(p.kind), p.optional != 0, p.written != 0, p.name});
+    plan->writes = plan->writes || p.written;
+    if (p.written) plan->written.push_back(static_cast<size_t>(i));
   }
-  Py_DECREF(seq);
-  seq = PySequence_Fast(outputs, "torch_native_define(): outputs must be a sequence");
-  if (seq == nullptr) return nullptr;
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
-    OutputRule rule{};
-    int shape_from, shape_param, dtype_from, dtype_param, device_from, device_param, device_type, device_id;
-    PyObject* dims;
-    const char* dtype_name;
-    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "iiOiisiiii", &shape_from, &shape_param, &dims,
-                          &dtype_from, &dtype_param, &dtype_name, &device_from, &device_param, &device_type,
-                          &device_id)) {
-      Py_DECREF(seq);
-      return nullptr;
-    }
-    rule.shape_from = static_cast<From>(shape_from);
-    rule.shape_param = shape_param;
-    rule.dtype_from = static_cast<From>(dtype_from);
-    rule.dtype_param = dtype_param;
-    rule.device_from = static_cast<From>(device_from);
-    rule.device_param = device_param;
-    rule.device_fixed = DLDevice{static_cast<DLDeviceType>(device_type), device_id};
-    if (rule.dtype_from == From::kFixed && !DTypeFromString(dtype_name, &rule.dtype_fixed)) {
-      PyErr_Format(PyExc_ValueError, "torch_native_define(): unknown dtype '%s'", dtype_name);
-      Py_DECREF(seq);
-      return nullptr;
-    }
-    if (rule.shape_from == From::kDims) {
-      PyObject* dseq = PySequence_Fast(dims, "torch_native_define(): dims must be a sequence");
-      if (dseq == nullptr) {
-        Py_DECREF(seq);
-        return nullptr;
-      }
-      for (Py_ssize_t d = 0; d < PySequence_Fast_GET_SIZE(dseq); ++d) {
-        rule.dims.emplace_back();
-        if (!ParseSteps(PySequence_Fast_GET_ITEM(dseq, d), &rule.dims.back())) {
-          Py_DECREF(dseq);
-          Py_DECREF(seq);
-          return nullptr;
-        }
-      }
-      Py_DECREF(dseq);
-    }
-    plan->outputs.push_back(std::move(rule));
-  }
-  Py_DECREF(seq);
+  plan->n_outputs = static_cast<size_t>(TPPlanGetNumOutputs(handle));
+  const char* name = plan->op.c_str();
   std::lock_guard<std::mutex> lock(g_define_mutex);
   if (g_next_slot >= kMaxPlans) {
     PyErr_Format(PyExc_RuntimeError, "tensorplug: at most %d ops get native torch kernels in one process; '%s' is "
@@ -1474,9 +1197,8 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
     kinds += letter;
   }
   plan->bridge_kinds = plan->params.empty() ? "" : kinds;
-  TPFunctionRetain(func);
-  plan->func = func;
-  plan->entry = TPFunctionGetEntry(func, &plan->self);
+  TPPlanRetain(handle);
+  plan->plan = handle;
   const int32_t slot = g_next_slot++;
   g_plan_slots[slot].store(plan.release(), std::memory_order_release);
   return PyLong_FromLong(slot);
@@ -1671,8 +1393,8 @@ PyObject* ShimTextPy(PyObject*, PyObject* on) {
 PyMethodDef kTorchNativeMethods[] = {
     {"torch_native_load", GuardedMethod<LoadPy>(), METH_O,
      "torch_native_load(paths) -> None, or the missing shim symbols (str)"},
-    {"torch_native_define", GuardedMethod<DefinePy>(), METH_VARARGS,
-     "torch_native_define(name, function, params, outputs) -> slot: the plan of an op's native torch kernel"},
+    {"torch_native_define", GuardedMethod<DefinePy>(), METH_O,
+     "torch_native_define(plan) -> slot: the native torch kernel of a call plan (tensorplug.plans.make)"},
     {"torch_native_register", GuardedMethod<RegisterPy>(), METH_VARARGS,
      "torch_native_register(slot, namespace, dispatch_key, name): register the slot's kernel with torch"},
     {"torch_native_has_autograd", GuardedMethod<HasAutogradPy>(), METH_NOARGS,

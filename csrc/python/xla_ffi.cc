@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "common.h"
-#include "function_object.h"
 #include "tensorplug/dtype.h"
+#include "tensorplug/plan.h"
 #include "xla_ffi_api.h"
 
 namespace tensorplug::py {
@@ -70,9 +70,7 @@ struct ParamPlan {
 struct OpPlan {
   std::string name;  // the plan's key (its XLA target's name): "ns::op" or "ns::op/without:...", ...
   std::string op;    // the op's name, for messages
-  TPFunctionHandle func;  // one reference, never released (plans live for the process)
-  TPPackedFunc entry;
-  void* self;
+  TPPlanHandle plan;  // the call plan: one reference, never released (plans live for the process)
   std::vector<ParamPlan> params;
   int32_t n_inputs;   // XLA arguments
   int32_t n_outputs;  // results that are written parameters (first in XLA's results)
@@ -375,23 +373,6 @@ inline __attribute__((always_inline)) bool LendResults(const OpPlan& plan, const
 
 // Binds XLA's stream and the call's lent results for the thread, and restores what was
 // bound before whatever happens.
-struct EnvScope {
-  DLDevice device;
-  void* saved_stream;
-  XlaCall* call;
-  __attribute__((always_inline)) EnvScope(DLDevice d, void* stream, XlaCall* lent)
-      : device(d), saved_stream(nullptr), call(lent) {
-    // XLA:CPU has no stream, and a CPU stream is set only inside a tensorplug call from
-    // Python, never around an XLA computation: the CPU entry is already NULL.
-    if (d.device_type != kDLCPU) saved_stream = TPEnvSetStream(d.device_type, d.device_id, stream);
-    TPEnvLend(call);
-  }
-  __attribute__((always_inline)) ~EnvScope() {
-    TPEnvUnlend(call);
-    if (device.device_type != kDLCPU) TPEnvSetStream(device.device_type, device.device_id, saved_stream);
-  }
-};
-
 // `n` values of T in the handler's frame, on the heap only past kInline.
 template <class T, size_t kInline>
 struct FrameArray {
@@ -476,12 +457,18 @@ Error* FinishCall(const Api* api, const OpPlan& plan, CallFrame* frame, DLDevice
     const char* kind = "RuntimeError";
     const char* message = "unknown error";
     TPErrorGet(&kind, &message);
-    if (call.refused) {  // the refusal's message names the op already
-      Error* error = MakeError(api, kErrorInvalidArgument, message);
+    // The plan's message names the op: "<op>(): <what>" (shown with the kind after the op,
+    // or alone for a refused allocation, whose message names the op itself), or
+    // "op '<op>' returned ..." (a result that breaks the declaration).
+    const std::string prefix = plan.op + "(): ";
+    std::string text = message;
+    const bool prefixed = text.compare(0, prefix.size(), prefix) == 0;
+    if (prefixed) text = call.refused ? text.substr(prefix.size()) : prefix + kind + ": " + text.substr(prefix.size());
+    if (call.refused) {
+      Error* error = MakeError(api, kErrorInvalidArgument, text);
       TPErrorClear();
       return error;
     }
-    std::string text = plan.op + "(): " + kind + ": " + message;
     ErrorCode code = CodeForKind(kind);
     TPErrorClear();
     return MakeError(api, code, text);
@@ -603,10 +590,8 @@ inline __attribute__((always_inline)) bool RunFast(CallFrame* frame, const OpPla
   int rc;
   if (plan.n_alloc == 0) {
     XlaCall call(&plan, nullptr, 0);
-    {
-      EnvScope env(device, stream, &call);
-      rc = plan.entry(plan.self, args, n, &result);
-    }
+    const TPPlanBinding binding{device, stream, nullptr, &call};
+    rc = TPPlanInvoke(plan.plan, args, &binding, nullptr, &result);
     // Destination passing, the common case: nothing returned, nothing to check.
     *error = rc == 0 && result.type_index == kTPNone ? nullptr
                                                       : FinishCall(frame->api, plan, frame, device, rc, call, &result);
@@ -615,10 +600,8 @@ inline __attribute__((always_inline)) bool RunFast(CallFrame* frame, const OpPla
   LentLease lease(plan.n_alloc);
   if (!LendResults(plan, frame->rets, device, kFastRank, lease.block)) return false;
   XlaCall& call = CallOf(lease.block, plan);
-  {
-    EnvScope env(device, stream, &call);
-    rc = plan.entry(plan.self, args, n, &result);
-  }
+  const TPPlanBinding binding{device, stream, nullptr, &call};
+  rc = TPPlanInvoke(plan.plan, args, &binding, nullptr, &result);
   // One allocated result, the common case: the function returned the slot FromEnvAlloc
   // lent it (lent: nothing to release).
   *error = rc == 0 && result.type_index == kTPTensor && plan.n_alloc == 1 && result.v_tensor == &lease.block->slots[0]
@@ -847,11 +830,8 @@ __attribute__((noinline)) Error* RunGeneral(CallFrame* frame, const OpPlan& plan
   XlaCall& call = CallOf(lease.block, plan);
   TPAny result;
   result.type_index = kTPNone;
-  int rc;
-  {
-    EnvScope env(device, stream, &call);
-    rc = plan.entry(plan.self, args.data, static_cast<int32_t>(n), &result);
-  }
+  const TPPlanBinding binding{device, stream, nullptr, &call};
+  const int rc = TPPlanInvoke(plan.plan, args.data, &binding, nullptr, &result);
   // kTPTensor arguments were moved into the callee; views own nothing.
   return FinishCall(api, plan, frame, device, rc, call, &result);
 }
@@ -904,22 +884,26 @@ PyObject* HandlerPy(PyObject*, PyObject* args) {
   return PyCapsule_New(reinterpret_cast<void*>(handler), "xla._CUSTOM_CALL_TARGET", nullptr);
 }
 
-// xla_ffi_define(name, function, params, n_inputs, n_outputs, n_alloc) -> the plan's slot
-// (for xla_ffi_handler; a name defined again keeps its slot): params is a sequence
+// xla_ffi_define(name, plan, params, n_inputs, n_outputs, n_alloc) -> the plan's slot
+// (for xla_ffi_handler; a name defined again keeps its slot): `plan` a call plan capsule
+// (tensorplug.plans.make: the function, its parameters and result count); params is a sequence
 // of (parameter name, source, index, attribute name, kind[, count]) with source 0..4 (Source),
 // kind one of view, tensor, int, float, bool, str, dtype, ints, views, and count the length
 // of a views list (source 4). Every call of the plan passes exactly its kAttr attributes.
 PyObject* DefinePy(PyObject*, PyObject* args) {
   const char* name;
-  PyObject* function;
+  PyObject* capsule;
   PyObject* params;
   int n_inputs, n_outputs, n_alloc;
-  if (!PyArg_ParseTuple(args, "sOOiii:xla_ffi_define", &name, &function, &params, &n_inputs, &n_outputs, &n_alloc))
+  if (!PyArg_ParseTuple(args, "sOOiii:xla_ffi_define", &name, &capsule, &params, &n_inputs, &n_outputs, &n_alloc))
     return nullptr;
-  TPFunctionHandle func = FunctionHandleOf(function);
-  if (func == nullptr) {
-    PyErr_Format(PyExc_TypeError, "xla_ffi_define(): expected a tensorplug.Function, got %s",
-                 Py_TYPE(function)->tp_name);
+  auto* handle = PlanOfCapsule(capsule, "xla_ffi_define");
+  if (handle == nullptr) return nullptr;
+  int32_t n_plan_params = 0;
+  TPPlanGetParams(handle, &n_plan_params);
+  if (TPPlanGetNumOutputs(handle) != n_alloc) {
+    PyErr_Format(PyExc_ValueError, "xla_ffi_define(): the plan of '%s' returns %d tensor(s), the call form allocates %d",
+                 name, TPPlanGetNumOutputs(handle), n_alloc);
     return nullptr;
   }
   auto plan = std::make_unique<OpPlan>();
@@ -987,6 +971,11 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
     const bool scalar = p.source == Source::kAttr && (p.kind == kTPFloat || p.kind == kTPInt || p.kind == kTPBool);
     plan->fast = plan->fast && (view || scalar || p.source == Source::kNone);
   }
+  if (n_plan_params != plan->n_params) {
+    PyErr_Format(PyExc_ValueError, "xla_ffi_define(): the plan of '%s' has %d parameters, the call form %d", name,
+                 n_plan_params, plan->n_params);
+    return nullptr;
+  }
   std::lock_guard<std::mutex> lock(g_define_mutex);
   auto [it, added] = SlotsByName().try_emplace(plan->name, static_cast<int32_t>(SlotsByName().size()));
   if (it->second >= kMaxPlans) {
@@ -998,9 +987,8 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
     return nullptr;
   }
   (void)added;
-  TPFunctionRetain(func);
-  plan->func = func;
-  plan->entry = TPFunctionGetEntry(func, &plan->self);
+  TPPlanRetain(handle);
+  plan->plan = handle;
   // A previous plan of the key stays alive (see g_plan_slots).
   g_plan_slots[it->second].store(plan.release(), std::memory_order_release);
   return PyLong_FromLong(it->second);
@@ -1010,7 +998,7 @@ PyMethodDef kXlaFfiMethods[] = {
     {"xla_ffi_handler", GuardedMethod<HandlerPy>(), METH_VARARGS,
      "xla_ffi_handler(platform, slot) -> XLA FFI handler capsule of a plan ('cpu' or 'cuda')"},
     {"xla_ffi_define", GuardedMethod<DefinePy>(), METH_VARARGS,
-     "xla_ffi_define(name, function, params, n_inputs, n_outputs, n_alloc) -> slot: the plan of an op's XLA calls"},
+     "xla_ffi_define(name, plan, params, n_inputs, n_outputs, n_alloc) -> slot: the plan of an op's XLA calls"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tensorplug
-from tensorplug import cpp, exchange
+from tensorplug import cpp, exchange, like, plans
 
 jax = pytest.importorskip("jax", reason="jax not installed")
 jnp = jax.numpy
@@ -388,10 +388,18 @@ def test_handler_of_a_slot_without_a_plan_is_an_error():
 
 def test_a_plan_key_keeps_its_slot(mod):
     params = [("x", 0, 0, "", "view"), ("alpha", 2, 0, "alpha", "float")]
-    first = exchange.xla_ffi_define("tpjax_test::slot", mod.scale, params, 1, 0, 1)
-    again = exchange.xla_ffi_define("tpjax_test::slot", mod.scale, params, 1, 0, 1)
-    other = exchange.xla_ffi_define("tpjax_test::slot/other", mod.scale, params, 1, 0, 1)
+    plan = plans.make(tensorplug.op("tpjax_test::slot", mod.scale, returns=like("x")), rules=False)
+    first = exchange.xla_ffi_define("tpjax_test::slot", plan, params, 1, 0, 1)
+    again = exchange.xla_ffi_define("tpjax_test::slot", plan, params, 1, 0, 1)
+    other = exchange.xla_ffi_define("tpjax_test::slot/other", plan, params, 1, 0, 1)
     assert first == again and other != first
+    # The call form must fit the plan: its parameters and its allocated results.
+    with pytest.raises(ValueError, match="the plan of 'tpjax_test::bad' has 2 parameters, the call form 1"):
+        exchange.xla_ffi_define("tpjax_test::bad", plan, params[:1], 1, 0, 1)
+    with pytest.raises(ValueError, match="the plan of 'tpjax_test::bad' returns 1 tensor"):
+        exchange.xla_ffi_define("tpjax_test::bad", plan, params, 1, 0, 2)
+    with pytest.raises(TypeError):  # a function is not a plan
+        exchange.xla_ffi_define("tpjax_test::bad", mod.scale, params, 1, 0, 1)
     assert 0 <= first < 2048 and 0 <= other < 2048
 
 
@@ -399,16 +407,18 @@ def test_plan_slots_run_out_with_a_clear_error():
     # A fresh process: 2048 keys fill every slot; the next is a RuntimeError, and a key
     # already defined keeps its slot.
     code = textwrap.dedent(f"""
-        from tensorplug import cpp, exchange
+        import tensorplug
+        from tensorplug import cpp, exchange, plans
         mod = cpp.load_inline("op_jax_slots", {SOURCE.split("// A new (x.shape")[0]!r}, functions=["axpy"])
+        plan = plans.make(tensorplug.op("slots::axpy", mod.axpy), rules=False)
         params = [("x", 0, 0, "", "view"), ("out", 1, 0, "", "view"), ("alpha", 2, 0, "alpha", "float")]
-        slots = [exchange.xla_ffi_define(f"slots::op{{i}}", mod.axpy, params, 1, 1, 0) for i in range(2048)]
+        slots = [exchange.xla_ffi_define(f"slots::op{{i}}", plan, params, 1, 1, 0) for i in range(2048)]
         assert sorted(slots) == list(range(2048)), slots[:5]
         try:
-            exchange.xla_ffi_define("slots::one_more", mod.axpy, params, 1, 1, 0)
+            exchange.xla_ffi_define("slots::one_more", plan, params, 1, 1, 0)
         except RuntimeError as e:
             print(e)
-        assert exchange.xla_ffi_define("slots::op7", mod.axpy, params, 1, 1, 0) == slots[7]
+        assert exchange.xla_ffi_define("slots::op7", plan, params, 1, 1, 0) == slots[7]
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

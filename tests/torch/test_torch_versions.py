@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch not installed")
 
 import tensorplug  # noqa: E402
-from tensorplug import TensorSpec, cpp, exchange  # noqa: E402
+from tensorplug import TensorSpec, cpp, exchange, plans  # noqa: E402
 from tensorplug_adapters.torch import native as torch_native  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
@@ -91,8 +91,9 @@ def add_all(ops):
     lib = torch.library.Library("tpversions_list", "FRAGMENT")
     _libraries.append(lib)
     lib.define("add_all(Tensor(a!)[] outs, float value) -> ()")
-    slot = exchange.torch_native_define("tpversions_list::add_all", ops.module.add_all,
-                                        [("outs", "views", False, True), ("value", "float", False, False)], [])
+    plan = plans.create("tpversions_list::add_all", ops.module.add_all,
+                        [("outs", "views", False, True), ("value", "float", False, False)], 0, [])
+    slot = exchange.torch_native_define(plan)
     exchange.torch_native_register(slot, "tpversions_list", "CompositeExplicitAutograd", "add_all")
     return torch.ops.tpversions_list.add_all.default
 

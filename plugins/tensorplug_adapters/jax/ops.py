@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from tensorplug import Device, exchange
+from tensorplug import Device, exchange, plans
 from tensorplug.shapes import TensorSpec, dtype_name
 
 # Plan sources (csrc/python/xla_ffi.cc, Source).
@@ -177,7 +177,7 @@ def _define_plan(op, plan, n_inputs, n_outputs, n_alloc) -> str:
     if key not in _plans:
         with _lock:
             if key not in _plans:
-                slot = exchange.xla_ffi_define(key, op.function, plan, n_inputs, n_outputs, n_alloc)
+                slot = exchange.xla_ffi_define(key, plans.make(op, rules=False), plan, n_inputs, n_outputs, n_alloc)
                 jax = _jax()
                 for platform, jax_platform in _PLATFORMS.items():
                     try:

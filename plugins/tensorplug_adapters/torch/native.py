@@ -14,12 +14,10 @@ on the ``tensorplug`` logger). docs/compilers.md and docs/decisions.md describe 
 
 from __future__ import annotations
 
-import ast
 import logging
 import os
 
-from tensorplug import exchange
-from tensorplug.shapes import Output, dtype_name
+from tensorplug import exchange, plans
 
 from . import bridge
 
@@ -28,12 +26,6 @@ _log = logging.getLogger("tensorplug")
 # The shim libraries, in the order their symbols are looked for (loaded by torch already).
 _LIBRARIES = ("libtorch_cpu.so", "libtorch.so", "libtorch_cuda.so", "libc10.so")
 
-# From codes of csrc/python/torch_native.cc (where a rule's shape, dtype or device comes from).
-_TENSOR, _INTS, _DIMS, _VIEWS, _DTYPE, _FIXED, _PRIMARY, _DEVICE = range(8)
-# Dimension program opcodes (torch_native.cc's Op).
-_CONST, _INT, _DIM, _ITEM, _LEN, _LISTDIM, _ADD, _SUB, _MUL, _FLOORDIV, _MOD, _NEG = range(12)
-_BINOPS = {ast.Add: _ADD, ast.Sub: _SUB, ast.Mult: _MUL, ast.FloorDiv: _FLOORDIV, ast.Mod: _MOD}
-_DL_DEVICE = {"cpu": 1, "cuda": 2}
 
 _shim_missing: str | None = None
 _shim_loaded = False
@@ -63,8 +55,8 @@ def define_native_plan(torch, op) -> NativePlan | None:
     through the returned :class:`NativePlan`). None, with :func:`reason` set, when the op
     keeps the Python kernel.
 
-    This is the seam where the core's public call-plan API is to come in: the calls into
-    the extension below and in :class:`NativePlan` are the private ones it replaces."""
+    The op's facts reach the extension as a call plan (:func:`tensorplug.plans.make`: the
+    function, its checked parameters and compiled output rule)."""
     try:
         missing = _load_shim(torch)
         if missing:
@@ -83,9 +75,8 @@ def define_native_plan(torch, op) -> NativePlan | None:
             raise _NoNative(f"it writes {', '.join(op.written)}, and torch {torch.__version__} does not export "
                             "torch::autograd::impl::bump_version, which the native kernel needs to bump the version "
                             "of a tensor it writes")
-        outputs = compile_outputs(op)
-        slot = exchange.torch_native_define(op.name, op.function, _params(op), outputs)
-    except _NoNative as e:
+        slot = exchange.torch_native_define(plans.make(op))
+    except (_NoNative, plans.NotCompilable) as e:
         _reasons[op.name] = str(e)
         _log.info("tensorplug: %s keeps the Python kernel in torch: %s", op.name, e)
         return None
@@ -217,92 +208,3 @@ def reason(op) -> str | None:
     """Why ``op`` runs the Python kernel in torch's dispatcher (None: it runs the native
     kernel, or is not registered with torch yet)."""
     return _reasons.get(op.name)
-
-
-def _params(op):
-    return [(p.name, p.kind, p.optional, p.written) for p in op.params]
-
-
-def compile_outputs(op) -> list:
-    """The op's output rule as torch_native.cc's per-output descriptors (one per returned
-    tensor). _NoNative for a rule only Python can evaluate (a shape function)."""
-    if op.n_outputs == 0:
-        return []
-    rules = op.returns if isinstance(op.returns, tuple) else (op.returns,)
-    index = {p.name: i for i, p in enumerate(op.params)}
-    kinds = {p.name: p for p in op.params}
-    compiled = []
-    for rule in rules:
-        if not isinstance(rule, Output):
-            raise _NoNative(f"its output rule {getattr(rule, '__name__', rule)!r} is a Python shape function; "
-                            "declare it as tensorplug.Output or tensorplug.like for the native kernel")
-        compiled.append((*_shape(rule.shape, index, kinds), *_dtype(rule.dtype, index, kinds),
-                         *_device(rule.device, index, kinds)))
-    return compiled
-
-
-def _shape(shape, index, kinds):
-    if isinstance(shape, str):
-        p = kinds[shape]
-        return (_INTS if p.is_int_list else _TENSOR), index[shape], ()
-    return _DIMS, -1, [_dim(d, index, kinds) for d in shape]
-
-
-def _dtype(rule, index, kinds):
-    if not isinstance(rule, str):
-        return _FIXED, -1, dtype_name(rule)
-    p = kinds.get(rule)
-    if p is None:
-        return _FIXED, -1, rule
-    return {"views": _VIEWS, "dtype": _DTYPE}.get(p.kind, _TENSOR), index[rule], ""
-
-
-def _device(rule, index, kinds):
-    if rule is None:
-        return _PRIMARY, -1, 0, 0
-    p = kinds.get(rule) if isinstance(rule, str) else None
-    if p is not None:
-        return (_DEVICE if p.kind == "device" else _TENSOR), index[rule], 0, 0
-    # A fixed device, checked when the op was declared: "cpu", "cuda:1", a Device or a
-    # framework's device (their str() is "type[:index]").
-    kind, _, index = str(rule).partition(":")
-    if kind not in _DL_DEVICE:
-        raise _NoNative(f"its output rule names device {rule}, which torch's native kernel does not allocate on")
-    return _FIXED, -1, _DL_DEVICE[kind], int(index or 0)
-
-
-def _dim(dim, index, kinds) -> list:
-    """One dimension (checked by tensorplug.shapes when the op was declared) as a program."""
-    if isinstance(dim, int):
-        return [(_CONST, dim)]
-    steps: list = []
-
-    def literal(node) -> int:
-        if isinstance(node, ast.UnaryOp):
-            return -node.operand.value
-        return node.value
-
-    def emit(node):
-        if isinstance(node, ast.Constant):
-            steps.append((_CONST, node.value))
-        elif isinstance(node, ast.Name):
-            steps.append((_INT, index[node.id]))
-        elif isinstance(node, ast.BinOp):
-            emit(node.left)
-            emit(node.right)
-            steps.append((_BINOPS[type(node.op)],))
-        elif isinstance(node, ast.UnaryOp):
-            emit(node.operand)
-            steps.append((_NEG,))
-        elif isinstance(node, ast.Call):  # len(xs)
-            steps.append((_LEN, index[node.args[0].id]))
-        elif isinstance(node.value, ast.Name):  # sizes[i]
-            steps.append((_ITEM, index[node.value.id], literal(node.slice)))
-        elif isinstance(node.value.value, ast.Subscript):  # xs[i].shape[j]
-            inner = node.value.value
-            steps.append((_LISTDIM, index[inner.value.id], literal(inner.slice), literal(node.slice)))
-        else:  # x.shape[i]
-            steps.append((_DIM, index[node.value.value.id], literal(node.slice)))
-
-    emit(ast.parse(dim.strip(), mode="eval").body)
-    return steps

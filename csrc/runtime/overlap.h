@@ -2,11 +2,11 @@
 // memory (a zero stride on an extent > 1, as from torch's expand() or numpy's broadcast_to,
 // or strides that fold onto themselves) would make the kernel's result depend on the order
 // of its writes, so every path that hands a kernel a written tensor refuses one before the
-// call (tensor_arguments.cc for Python calls, torch_native.cc for torch's dispatcher), as
+// call (tensor_arguments.cc for Python calls, plan.cc for every framework's op kernel), as
 // torch's own in-place ops refuse it (docs/decisions.md, "Written tensors whose elements
 // overlap").
-#ifndef TENSORPLUG_PYTHON_OVERLAP_H_
-#define TENSORPLUG_PYTHON_OVERLAP_H_
+#ifndef TENSORPLUG_RUNTIME_OVERLAP_H_
+#define TENSORPLUG_RUNTIME_OVERLAP_H_
 
 #include <algorithm>
 #include <cstdint>
@@ -15,7 +15,7 @@
 
 #include "tensorplug/c_api.h"
 
-namespace tensorplug::py {
+namespace tensorplug::runtime {
 
 
 enum class Overlap { kNone, kShared, kUnproven };
@@ -92,6 +92,6 @@ inline Overlap ElementsOverlap(const DLTensor& t) {
   return "expected a tensor whose elements do not overlap (the kernel writes it), got " + layout + ": " + why;
 }
 
-}  // namespace tensorplug::py
+}  // namespace tensorplug::runtime
 
-#endif  // TENSORPLUG_PYTHON_OVERLAP_H_
+#endif  // TENSORPLUG_RUNTIME_OVERLAP_H_
