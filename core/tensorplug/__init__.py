@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from . import _core, _module, _registry, _signature, exchange, storage
+from . import _core, _module, _registry, _signature, storage
 from ._core import Function, Handle, Tensor
 from ._context import get_raw_stream, output_framework, use_raw_stream, use_stream
 from ._module import Module, load_module
@@ -95,7 +95,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "AdapterInfo", "AdapterRecord", "Device", "ExchangeTable", "Function", "Handle", "Module", "Op", "Output", "Tensor",
-    "TensorSpec", "adapters", "backward", "cpp", "empty", "exchange", "from_dlpack", "function_from_pointer",
+    "TensorSpec", "adapters", "backward", "cpp", "empty", "from_dlpack", "function_from_pointer",
     "get_global_func", "get_op", "get_raw_stream", "hookimpl", "hub", "like", "list_global_func_names", "load_library",
     "load_module",
     "load_module_from_package", "op", "output_framework", "output_table", "register_adapter",

@@ -66,8 +66,8 @@ class ExchangeTable:
     ``read_only`` says whether kernels may write the adapter's tensors: ``False`` (they
     are mutable), ``True`` (immutable arrays, such as jax's: every tensor enters kernels
     flagged read-only) or, for C tables, a ``"tensorplug.read_only_probe"`` capsule whose
-    C function the core asks per tensor (:func:`tensorplug.exchange.numpy_read_only_probe`
-    reads numpy's ``WRITEABLE`` flag). Tables built from Python callables carry the
+    C function the core asks per tensor (the numpy plugin's reads numpy's ``WRITEABLE``
+    flag; ``tensorplug/python.h`` declares the capsules). Tables built from Python callables carry the
     read-only flag their ``__dlpack__`` export sets, and ``read_only=True`` on top.
     """
 
@@ -97,14 +97,14 @@ class ExchangeTable:
         ``lazy_views``, a ``"tensorplug.lazy_view_probe"`` capsule, is asked per tensor
         whether its memory holds its values; one that does not (torch's conjugate and
         negative views, whose bits DLPack cannot carry) is refused with a ValueError
-        (:func:`tensorplug.exchange.torch_lazy_view_probe`).
+        (the torch plugin's probe is one).
         ``negative_strides=False`` makes the core refuse, with a ValueError, to hand the
         framework a tensor with negative strides (torch aborts on those, paddle misreads them).
         ``write_hook``, a ``"tensorplug.write_hook"`` capsule or a callable taking the
         tensor, is told of each tensor a call will write (an ``mview`` argument or item), once
         accepted, before the call; it may refuse the call (a capsule by setting a Python error,
-        a callable by raising). :func:`tensorplug.exchange.torch_write_hook` bumps torch's
-        autograd version counter, as torch's in-place ops do; the paddle adapter passes
+        a callable by raising). The torch plugin's hook bumps torch's autograd version
+        counter, as torch's in-place ops do; the paddle adapter passes
         ``paddle.Tensor._bump_inplace_version``."""
         return cls(adapter, capsule, read_only=read_only, lazy_views=lazy_views,
                    negative_strides=negative_strides, write_hook=write_hook)
@@ -127,9 +127,9 @@ class ExchangeTable:
           tensors from tensorplug's own allocator).
         - ``read_only``: True for immutable arrays (see the class).
         - ``importer``: a ``"tensorplug.importer"`` capsule of C functions that read the
-          framework's tensors directly, used instead of ``to_dlpack`` (the jax adapter's
-          :func:`tensorplug.exchange.jax_importer` reads a jax array's buffer pointer,
-          shape, dtype and device, skipping ``__dlpack__``).
+          framework's tensors directly, used instead of ``to_dlpack`` (the jax plugin's
+          reads a jax array's buffer pointer, shape, dtype and device, skipping
+          ``__dlpack__``).
         - ``write_hook``: as for :meth:`from_capsule`.
         """
         if importer is not None and not _is_capsule(importer):

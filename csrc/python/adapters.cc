@@ -314,10 +314,15 @@ PyObject* MakePythonTable(PyObject* to_dlpack, PyObject* from_dlpack, PyObject* 
   return PyCapsule_New(&t->api, "dlpack_exchange_api", nullptr);
 }
 
+bool RefuseLazyView(int rc, const char* what) {
+  if (rc > 0) PyErr_Format(PyExc_ValueError, "%s%s", kLazyViewExpected, what);
+  return false;
+}
+
 namespace {
 
 // A write hook that calls a Python callable with the tensor (ExchangeTable(write_hook=fn)):
-// paddle's adapter passes paddle.Tensor._bump_inplace_version.
+// an adapter whose framework bumps versions from Python passes its function.
 struct PythonWriteHook {
   WriteHook base;
   PyObject* fn;

@@ -12,49 +12,18 @@
 #include <vector>
 
 #include "tensorplug/c_api.h"
-#include "tensorplug/plan.h"
+#include "tensorplug/python.h"
 
 namespace tensorplug::py {
 
-// ----------------------------------------------------- C++ exception barrier ----
-// No C++ exception may cross into CPython (or into C code calling our exchange tables):
-// every function CPython or C calls is registered through Guarded<F>, which catches
-// everything. std::bad_alloc becomes MemoryError, anything else RuntimeError; functions
-// returning void (deallocators, capsule destructors, deleters) report nothing.
-void SetErrorFromCxxException() noexcept;  // inside a catch block only
-template <class R>
-inline R GuardFailure() noexcept {
-  if constexpr (std::is_pointer_v<R>) {
-    return nullptr;
-  } else if constexpr (std::is_same_v<R, bool>) {
-    return false;
-  } else if constexpr (!std::is_void_v<R>) {
-    return R(-1);
-  }
-}
-template <auto F>
-struct GuardOf;
-template <class R, class... A, R (*F)(A...)>
-struct GuardOf<F> {
-  static R Call(A... args) noexcept {
-    try {
-      return F(args...);
-    } catch (...) {
-      if constexpr (!std::is_void_v<R>) {
-        SetErrorFromCxxException();
-        return GuardFailure<R>();
-      }
-    }
-  }
-};
-// The guarded form of F, with F's own signature.
-template <auto F>
-constexpr auto Guarded = &GuardOf<F>::Call;
-// Guarded<F> cast to a type slot's void* / PyCFunction.
-template <auto F>
-inline void* GuardedSlot() { return reinterpret_cast<void*>(Guarded<F>); }
-template <auto F>
-inline PyCFunction GuardedMethod() { return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(Guarded<F>)); }
+// The exception barrier and the shutdown check, as every adapter module has them
+// (tensorplug/python.h).
+using python::Guarded;
+using python::GuardedMethod;
+using python::GuardedSlot;
+using python::PlanOfCapsule;
+using python::PythonUsable;
+using python::SetErrorFromCxxException;
 
 // ------------------------------------------------------------------ limits ----
 // Refuse a tensor description the core cannot handle safely (ndim outside [0, TP_MAX_NDIM],
@@ -68,20 +37,6 @@ inline bool CheckTensorLayout(const DLTensor& t, const char* what, PyObject* exc
 // one with explicit compact strides (the original is wrapped, not copied); nullptr with
 // MemoryError set when out of memory (the original is then released).
 DLManagedTensorVersioned* WithExplicitStrides(DLManagedTensorVersioned* managed);
-
-// ---------------------------------------------------------------- shutdown ----
-// Whether a deleter may take the GIL and touch Python objects. After Py_Finalize (C++
-// statics destroyed at exit, other threads still running) it may not: the deleter then
-// releases nothing Python owns (a leak at exit, instead of a crash).
-inline bool PythonUsable() {
-  if (!Py_IsInitialized()) return false;
-#if PY_VERSION_HEX >= 0x030D0000
-  if (Py_IsFinalizing()) return PyGILState_Check() != 0;
-#else
-  if (_Py_IsFinalizing()) return PyGILState_Check() != 0;
-#endif
-  return true;
-}
 
 // ---------------------------------------------------------------- adapters ----
 // How the core tells whether an imported tensor may be written.
@@ -102,11 +57,11 @@ struct AdapterTable {
   // Asked with each tensor before it enters a kernel or a tensorplug.Tensor: a tensor whose
   // memory does not hold its values (torch's lazy conjugate and negative bits, which DLPack
   // cannot carry) is refused. nullptr: the framework has no such tensors.
-  const struct LazyViewProbe* lazy_views = nullptr;
+  const TPLazyViewProbe* lazy_views = nullptr;
   // Told of each tensor a kernel will write (an "mview" argument or item), after its checks,
   // before the call: torch bumps the tensor's autograd version counter, as its own in-place
   // ops do. nullptr: nothing to tell.
-  const struct WriteHook* writes = nullptr;
+  const TPWriteHook* writes = nullptr;
   // False for frameworks that cannot import negative strides (torch aborts the
   // process): the core refuses such tensors before handing them over.
   bool negative_strides = true;
@@ -160,52 +115,15 @@ void InvalidateLentTensor(PyObject* tensor);
 DLManagedTensorVersioned* TensorManaged(PyObject* tensor);
 // The core's own table for tensorplug.Tensor.
 AdapterTable* CoreTensorTable();
-// The numpy table (numpy must already be imported).
-const DLPackExchangeAPI* NumpyExchangeAPI();
-int NumpyIsReadOnly(PyObject* obj);
-// DLPack dtype of a numpy dtype object (false when it has none or is not one).
-bool NumpyDTypeOf(PyObject* descr, DLDataType* out);
-// Import functions for jax arrays (C code reading the array's attributes, see jax_import.cc).
-int JaxView(void* obj, DLTensor* out);
-int JaxManaged(void* obj, DLManagedTensorVersioned** out);
 
-// What an adapter can hand the core in capsules (docs/adapters.md, "C capsules"):
-// a "tensorplug.read_only_probe" capsule points at a ReadOnlyProbe, asked per argument
-// whether a tensor must not be written (ExchangeTable.from_capsule(read_only=probe));
-// a "tensorplug.importer" capsule points at an Importer, C functions that read the
-// adapter's tensors directly instead of through __dlpack__ (from_python(importer=...)).
-struct ReadOnlyProbe {
-  int (*is_read_only)(PyObject* obj);  // 1: read-only, 0: writable; raises nothing
-};
-struct Importer {
-  int (*managed)(void* obj, DLManagedTensorVersioned** out);  // owning import
-  int (*view)(void* obj, DLTensor* out);                      // non-owning view
-};
-// a "tensorplug.lazy_view_probe" capsule points at a LazyViewProbe, asked per tensor
-// whether its memory holds its values (ExchangeTable.from_capsule(lazy_views=probe)).
-struct LazyViewProbe {
-  // 0: it does; 1: it does not, *what says why and what to do ("a torch conjugate view
-  // (x.is_conj()); call .resolve_conj() first", static storage); -1: a Python error is set.
-  int (*is_lazy)(PyObject* obj, const char** what);
-};
+// What an adapter can hand the core in capsules (tensorplug/python.h, docs/adapters.md).
+using ReadOnlyProbe = TPReadOnlyProbe;
+using Importer = TPImporter;
+using LazyViewProbe = TPLazyViewProbe;
+using WriteHook = TPWriteHook;
 
-// a "tensorplug.write_hook" capsule points at a WriteHook, told of each tensor a call will
-// write (ExchangeTable.from_capsule(write_hook=hook); ConvertMView, ConvertMViews). A hook
-// with state embeds the struct as its first member (`hook` is the struct itself).
-struct WriteHook {
-  // 0: go on; -1: refuse the call, with a Python error set (the caller prefixes the argument).
-  int (*will_write)(const WriteHook* hook, PyObject* obj);
-};
-// _core.torch_write_hook(torch, libraries) -> (capsule, direct): see torch_versions.cc.
-PyObject* TorchWriteHookPy(PyObject*, PyObject* args);
-
-// torch's lazy views as a refusal names them (torch_lazy_views.cc; torch_native.cc for
-// written arguments of native ops), after kLazyViewExpected.
-constexpr const char kLazyViewExpected[] =
-    "expected a tensor whose memory holds its values (DLPack has no conjugate or negative bit), got ";
-constexpr const char kTorchConjugateView[] = "a torch conjugate view (x.is_conj()); call .resolve_conj() first";
-constexpr const char kTorchNegativeView[] =
-    "a torch tensor with the negative bit set (x.is_neg(), e.g. x.conj().imag); call .resolve_neg() first";
+// A lazy view's refusal: kLazyViewExpected, then what the probe said (tensorplug/python.h).
+constexpr const char kLazyViewExpected[] = TP_LAZY_VIEW_EXPECTED;
 // The refusal of a tensor a LazyViewProbe reported (probe result `rc`, 1 or -1): a
 // ValueError "expected a tensor whose memory holds its values ..., got <what>" (callers
 // prefix the argument), or the probe's own error. Always false.
@@ -219,8 +137,6 @@ inline bool HoldsItsValues(const AdapterTable* table, PyObject* obj) {
   const int rc = table->lazy_views->is_lazy(obj, &what);
   return rc == 0 || RefuseLazyView(rc, what);
 }
-// _core.torch_lazy_view_probe(torch, libraries) -> (capsule, direct): see torch_lazy_views.cc.
-PyObject* TorchLazyViewProbePy(PyObject*, PyObject* args);
 
 // A managed tensor describing `src` (own copies of shape and strides) that does not own
 // the data; nullptr when out of memory.
@@ -247,9 +163,7 @@ int MakePythonFunction(PyObject* callable, TPFunctionHandle* out, PyObject* call
 PyObject* DeviceToPython(DLDevice device);
 PyObject* DTypeToPython(DLDataType dtype);
 bool DTypeFromString(const char* s, DLDataType* out);
-// The TPPlanHandle of a call plan capsule (tensorplug.plans.make), borrowed; nullptr with a
-// TypeError naming `caller` for anything else (plan.cc).
-TPPlanHandle PlanOfCapsule(PyObject* obj, const char* caller);
+
 // What a dtype argument accepts, for messages: "expected " kDTypeExpected ", got ...".
 constexpr const char kDTypeExpected[] =
     "a dtype: bool, int8/16/32/64, uint8/16/32/64, float16/32/64, bfloat16, complex64/128, a float8 kind "

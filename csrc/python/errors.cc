@@ -74,20 +74,6 @@ void PrefixError(PyObject* prefix) {
   Py_XDECREF(tb);
 }
 
-void SetErrorFromCxxException() noexcept {
-  // Called from C code (exchange tables, deleters' callers) too: only with the GIL.
-  if (!PythonUsable() || !PyGILState_Check()) return;
-  try {
-    throw;
-  } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
-  } catch (const std::exception& e) {
-    PyErr_Format(PyExc_RuntimeError, "tensorplug internal error (C++ exception): %s", e.what());
-  } catch (...) {
-    PyErr_SetString(PyExc_RuntimeError, "tensorplug internal error: unknown C++ exception");
-  }
-}
-
 void TPErrorFromPython() {
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);

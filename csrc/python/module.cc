@@ -11,8 +11,6 @@
 
 namespace tensorplug::py {
 
-bool InitXlaFfi(PyObject* module);  // xla_ffi.cc
-bool InitTorchNative(PyObject* module);  // torch_native.cc
 bool InitPlan(PyObject* module);  // plan.cc
 bool InitOpCallType(PyObject* module);  // op_call.cc
 extern PyMethodDef kStorageMethods[];  // storage.cc
@@ -155,23 +153,12 @@ PyObject* MakeAdapterTablePy(PyObject*, PyObject* args) {
   return MakeAdapterTable(capsule, name, read_only, python != 0, lazy_views, negative_strides != 0, write_hook);
 }
 
-PyObject* NumpyExchangeAPIPy(PyObject*, PyObject*) {
-  const DLPackExchangeAPI* api = NumpyExchangeAPI();
-  if (!api) return nullptr;
-  return PyCapsule_New(const_cast<DLPackExchangeAPI*>(api), "dlpack_exchange_api", nullptr);
-}
+// call_scratch() -> "tensorplug.call_scratch" capsule (tensorplug/python.h): the call's
+// scratch arena, for adapters' exchange functions whose views need storage.
+const TPCallScratch kCallScratch{ScratchAlloc};
 
-// C functions compiled into the core for the first-party numpy and jax adapters, handed
-// out as the capsules any adapter can supply (tensorplug.exchange).
-const ReadOnlyProbe kNumpyReadOnlyProbe{NumpyIsReadOnly};
-const Importer kJaxImporter{Guarded<JaxManaged>, Guarded<JaxView>};  // C code calls them
-
-PyObject* NumpyReadOnlyProbePy(PyObject*, PyObject*) {
-  return PyCapsule_New(const_cast<ReadOnlyProbe*>(&kNumpyReadOnlyProbe), "tensorplug.read_only_probe", nullptr);
-}
-
-PyObject* JaxImporterPy(PyObject*, PyObject*) {
-  return PyCapsule_New(const_cast<Importer*>(&kJaxImporter), "tensorplug.importer", nullptr);
+PyObject* CallScratchPy(PyObject*, PyObject*) {
+  return PyCapsule_New(const_cast<TPCallScratch*>(&kCallScratch), TP_CALL_SCRATCH_CAPSULE, nullptr);
 }
 
 PyObject* GetStreamPy(PyObject*, PyObject* args) {
@@ -338,13 +325,7 @@ PyMethodDef kMethods[] = {
      "make_python_table(to_dlpack, from_dlpack, current_stream, allocate, importer=None) -> exchange API capsule"},
     {"make_adapter_table", GuardedMethod<MakeAdapterTablePy>(), METH_VARARGS,
      "make_adapter_table(capsule, name, read_only: bool | probe capsule, python=False, lazy_views=None, negative_strides=True, write_hook=None) -> adapter table capsule"},
-    {"numpy_exchange_api", GuardedMethod<NumpyExchangeAPIPy>(), METH_NOARGS, "the core's numpy exchange API capsule"},
-    {"numpy_read_only_probe", GuardedMethod<NumpyReadOnlyProbePy>(), METH_NOARGS, "the numpy WRITEABLE-flag read-only probe capsule"},
-    {"torch_lazy_view_probe", GuardedMethod<TorchLazyViewProbePy>(), METH_VARARGS,
-     "torch_lazy_view_probe(torch, libraries) -> (lazy view probe capsule for torch.Tensor, reads directly: bool)"},
-    {"torch_write_hook", GuardedMethod<TorchWriteHookPy>(), METH_VARARGS,
-     "torch_write_hook(torch, libraries) -> (write hook capsule bumping torch's version counters, calls directly: bool)"},
-    {"jax_importer", GuardedMethod<JaxImporterPy>(), METH_NOARGS, "the C importer capsule for jax arrays"},
+    {"call_scratch", GuardedMethod<CallScratchPy>(), METH_NOARGS, "the call scratch capsule (tensorplug/python.h)"},
     {"get_stream", GuardedMethod<GetStreamPy>(), METH_VARARGS, "get_stream(device_type, device_id) -> int | None"},
     {"pack_overrides", GuardedMethod<PackOverridesPy>(), METH_VARARGS, "pack_overrides(streams, output) -> bytes a call applies"},
     {"live_overrides", GuardedMethod<LiveOverridesPy>(), METH_O, "live_overrides(delta) -> count of live override contexts"},
@@ -425,7 +406,7 @@ PyObject* CreateModule() {
   PyObject* vocabulary = MakeVocabulary();
   const bool vocabulary_added = vocabulary && PyModule_AddObjectRef(module, "VOCABULARY", vocabulary) == 0;
   Py_XDECREF(vocabulary);
-  if (!vocabulary_added || !overrides || !InitTensorType(module) || !InitFunctionType(module) || !InitXlaFfi(module) || !InitTorchNative(module) || !InitPlan(module) ||
+  if (!vocabulary_added || !overrides || !InitTensorType(module) || !InitFunctionType(module) || !InitPlan(module) ||
       !InitHandleType(module) || !InitOpCallType(module) ||
       PyModule_AddObjectRef(module, "overrides", overrides) < 0 || PyModule_AddFunctions(module, kStorageMethods) < 0 ||
       PyModule_AddIntConstant(module, "MAX_NDIM", TP_MAX_NDIM) < 0) {

@@ -11,7 +11,7 @@ namespace tensorplug::py {
 
 namespace {
 
-constexpr char kPlanCapsule[] = "tensorplug.TPPlanHandle";
+constexpr char kPlanCapsule[] = TP_PLAN_CAPSULE;
 
 void ReleasePlanCapsule(PyObject* capsule) {
   TPPlanRelease(static_cast<TPPlanHandle>(PyCapsule_GetPointer(capsule, kPlanCapsule)));
@@ -133,19 +133,6 @@ PyObject* PlanCreatePy(PyObject*, PyObject* args) {
   if (capsule == nullptr) TPPlanRelease(plan);
   return capsule;
 }
-
-}  // namespace
-
-TPPlanHandle PlanOfCapsule(PyObject* obj, const char* caller) {
-  if (!PyCapsule_IsValid(obj, kPlanCapsule)) {
-    PyErr_Format(PyExc_TypeError, "%s(): expected a call plan (tensorplug.plans.make), got %s", caller,
-                 Py_TYPE(obj)->tp_name);
-    return nullptr;
-  }
-  return static_cast<TPPlanHandle>(PyCapsule_GetPointer(obj, kPlanCapsule));
-}
-
-namespace {
 
 PyMethodDef kPlanMethods[] = {
     {"plan_create", GuardedMethod<PlanCreatePy>(), METH_VARARGS,

@@ -69,36 +69,7 @@ int32_t DeviceTypeFromName(const std::string& name) {
   return -1;
 }
 
-bool DTypeFromString(const char* s, DLDataType* out) {
-  std::string name(s);
-  // Framework dtype objects print as "<module>.<name>" (torch.float32) or dtype('<name>').
-  if (name.rfind("dtype('", 0) == 0) name = name.substr(strlen("dtype('"));
-  if (size_t dot = name.rfind('.'); dot != std::string::npos) name = name.substr(dot + 1);
-  if (!name.empty() && name.back() == ')') name.pop_back();
-  if (!name.empty() && name.back() == '\'') name.pop_back();
-  auto lookup = [](const std::string& n, DLDataType* dtype) {
-    for (const auto& entry : kDTypeNames) {
-      if (n == entry.name) {
-        *dtype = entry.dtype;
-        return true;
-      }
-    }
-    return false;
-  };
-  if (lookup(name, out)) return true;
-  // Vector types: "float32x4" (the part before the last 'x' must itself be a dtype, so
-  // that "complex64" is not read as 64 lanes of "comple").
-  size_t x = name.rfind('x');
-  if (x == std::string::npos || x + 1 >= name.size() || x + 6 < name.size() ||
-      name.find_first_not_of("0123456789", x + 1) != std::string::npos || !lookup(name.substr(0, x), out)) {
-    return false;
-  }
-  int lanes = 0;  // at most 5 digits (checked above)
-  for (size_t k = x + 1; k < name.size(); ++k) lanes = lanes * 10 + (name[k] - '0');
-  if (lanes < 1 || lanes > 65535) return false;
-  out->lanes = static_cast<uint16_t>(lanes);
-  return true;
-}
+bool DTypeFromString(const char* s, DLDataType* out) { return DataTypeFromString(s, out); }
 
 PyObject* DTypeToPython(DLDataType dtype) {
   for (const auto& entry : kDTypeNames) {

@@ -97,9 +97,9 @@ SINGLE_SOURCE_LITERALS = {
     '"uint32"': ["vocabulary.h"],
     '"float8_e5m2"': ["vocabulary.h"],
     '"cdouble"': ["vocabulary.h"],
-    # One use of the kind, not a list: the native torch kernel's output rule divides by zero
-    # with the error Python's own evaluation of the rule raises.
-    '"ZeroDivisionError"': ["torch_native.cc"],
+    # One use of the kind, not a list: a call plan's output rule divides by zero with the
+    # error Python's own evaluation of the rule raises.
+    '"ZeroDivisionError"': ["plan.cc"],
     '"AssertionError"': [],
 }
 

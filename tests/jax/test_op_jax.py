@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 import tensorplug
-from tensorplug import cpp, exchange, like, plans
+from tensorplug import cpp, like, plans
 
 jax = pytest.importorskip("jax", reason="jax not installed")
+from tensorplug_adapters.jax import _native  # noqa: E402  (the plugin's XLA FFI handler)
 jnp = jax.numpy
 np = pytest.importorskip("numpy")
 
@@ -373,33 +374,32 @@ def test_wrong_scalar_type_names_the_argument(ops):
 def test_handler_of_a_slot_without_a_plan_is_an_error():
     # Each plan slot has its own handler; one registered by hand before any plan filled
     # its slot (the last one: the tests define far fewer) reports that, without crashing.
-    from tensorplug import _core
     last = 2047
-    jax.ffi.register_ffi_target("tpjax_test::empty_slot", exchange.xla_ffi_handler("cpu", last), platform="cpu")
+    jax.ffi.register_ffi_target("tpjax_test::empty_slot", _native.xla_ffi_handler("cpu", last), platform="cpu")
     x = jnp.asarray(f32(1))
     out = jax.ShapeDtypeStruct((1,), jnp.float32)
     with raises_xla_error(f"tensorplug XLA handler {last} has no plan"):
         np.asarray(jax.jit(lambda x: jax.ffi.ffi_call("tpjax_test::empty_slot", out)(x))(x))
     with pytest.raises(ValueError, match=r"xla_ffi_handler\(\): slot must be in \[0, 2048\), got 2048"):
-        _core.xla_ffi_handler("cpu", 2048)
+        _native.xla_ffi_handler("cpu", 2048)
     with pytest.raises(ValueError, match=r"xla_ffi_handler\(\): platform must be 'cpu' or 'cuda', got 'tpu'"):
-        _core.xla_ffi_handler("tpu", 0)
+        _native.xla_ffi_handler("tpu", 0)
 
 
 def test_a_plan_key_keeps_its_slot(mod):
     params = [("x", 0, 0, "", "view"), ("alpha", 2, 0, "alpha", "float")]
     plan = plans.make(tensorplug.op("tpjax_test::slot", mod.scale, returns=like("x")), rules=False)
-    first = exchange.xla_ffi_define("tpjax_test::slot", plan, params, 1, 0, 1)
-    again = exchange.xla_ffi_define("tpjax_test::slot", plan, params, 1, 0, 1)
-    other = exchange.xla_ffi_define("tpjax_test::slot/other", plan, params, 1, 0, 1)
+    first = _native.xla_ffi_define("tpjax_test::slot", plan, params, 1, 0, 1)
+    again = _native.xla_ffi_define("tpjax_test::slot", plan, params, 1, 0, 1)
+    other = _native.xla_ffi_define("tpjax_test::slot/other", plan, params, 1, 0, 1)
     assert first == again and other != first
     # The call form must fit the plan: its parameters and its allocated results.
     with pytest.raises(ValueError, match="the plan of 'tpjax_test::bad' has 2 parameters, the call form 1"):
-        exchange.xla_ffi_define("tpjax_test::bad", plan, params[:1], 1, 0, 1)
+        _native.xla_ffi_define("tpjax_test::bad", plan, params[:1], 1, 0, 1)
     with pytest.raises(ValueError, match="the plan of 'tpjax_test::bad' returns 1 tensor"):
-        exchange.xla_ffi_define("tpjax_test::bad", plan, params, 1, 0, 2)
+        _native.xla_ffi_define("tpjax_test::bad", plan, params, 1, 0, 2)
     with pytest.raises(TypeError):  # a function is not a plan
-        exchange.xla_ffi_define("tpjax_test::bad", mod.scale, params, 1, 0, 1)
+        _native.xla_ffi_define("tpjax_test::bad", mod.scale, params, 1, 0, 1)
     assert 0 <= first < 2048 and 0 <= other < 2048
 
 
@@ -408,17 +408,18 @@ def test_plan_slots_run_out_with_a_clear_error():
     # already defined keeps its slot.
     code = textwrap.dedent(f"""
         import tensorplug
-        from tensorplug import cpp, exchange, plans
+        from tensorplug import cpp, plans
+        from tensorplug_adapters.jax import _native
         mod = cpp.load_inline("op_jax_slots", {SOURCE.split("// A new (x.shape")[0]!r}, functions=["axpy"])
         plan = plans.make(tensorplug.op("slots::axpy", mod.axpy), rules=False)
         params = [("x", 0, 0, "", "view"), ("out", 1, 0, "", "view"), ("alpha", 2, 0, "alpha", "float")]
-        slots = [exchange.xla_ffi_define(f"slots::op{{i}}", plan, params, 1, 1, 0) for i in range(2048)]
+        slots = [_native.xla_ffi_define(f"slots::op{{i}}", plan, params, 1, 1, 0) for i in range(2048)]
         assert sorted(slots) == list(range(2048)), slots[:5]
         try:
-            exchange.xla_ffi_define("slots::one_more", plan, params, 1, 1, 0)
+            _native.xla_ffi_define("slots::one_more", plan, params, 1, 1, 0)
         except RuntimeError as e:
             print(e)
-        assert exchange.xla_ffi_define("slots::op7", plan, params, 1, 1, 0) == slots[7]
+        assert _native.xla_ffi_define("slots::op7", plan, params, 1, 1, 0) == slots[7]
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -10,6 +10,9 @@ import tensorplug
 
 np = pytest.importorskip("numpy")
 
+from tensorplug_adapters.jax import _native as jax_native  # noqa: E402  (C capsules: numpy's C API only)
+from tensorplug_adapters.numpy import _exchange as numpy_exchange  # noqa: E402
+
 
 class Box:
     """A tensor type no adapter knows: it only wraps a numpy array."""
@@ -166,29 +169,29 @@ def test_bad_exchange_table_arguments():
         tensorplug.ExchangeTable.from_python("x", from_dlpack=lambda t: t, read_only="numpy")
     with pytest.raises(TypeError, match="argument 'read_only': expected True, False or a "
                                         "'tensorplug.read_only_probe' capsule, got 'always'"):
-        tensorplug.ExchangeTable.from_capsule(tensorplug.exchange.numpy_exchange_api(), "x", read_only="always")
+        tensorplug.ExchangeTable.from_capsule(numpy_exchange.exchange_api(), "x", read_only="always")
     with pytest.raises(TypeError, match="argument 'read_only': expected True, False or a "
                                         "'tensorplug.read_only_probe' capsule, got <capsule .*tensorplug.importer"):
-        tensorplug.ExchangeTable.from_capsule(tensorplug.exchange.numpy_exchange_api(), "x",
-                                              read_only=tensorplug.exchange.jax_importer())
+        tensorplug.ExchangeTable.from_capsule(numpy_exchange.exchange_api(), "x",
+                                              read_only=jax_native.importer())
     with pytest.raises(TypeError, match="argument 'importer': expected None or a 'tensorplug.importer' capsule, "
                                         "got 'jax'"):
         tensorplug.ExchangeTable.from_python("x", from_dlpack=lambda t: t, importer="jax")
     with pytest.raises(TypeError, match="argument 'importer': expected None or a 'tensorplug.importer' capsule, "
                                         "got <capsule .*tensorplug.read_only_probe"):
         tensorplug.ExchangeTable.from_python("x", from_dlpack=lambda t: t,
-                                             importer=tensorplug.exchange.numpy_read_only_probe())
+                                             importer=numpy_exchange.read_only_probe())
     with pytest.raises(TypeError, match="from_dlpack must be callable, got int"):
         tensorplug.ExchangeTable.from_python("x", from_dlpack=1)
     with pytest.raises(ValueError, match="PyCapsule_GetPointer called with incorrect name|incorrect name"):
-        tensorplug.ExchangeTable.from_capsule(tensorplug.exchange.numpy_read_only_probe(), "wrong-capsule")
+        tensorplug.ExchangeTable.from_capsule(numpy_exchange.read_only_probe(), "wrong-capsule")
 
 
 def test_read_only_declarations(kernels):
     # The probe reads each numpy array's WRITEABLE flag; True marks every tensor read-only.
-    probed = tensorplug.ExchangeTable.from_capsule(tensorplug.exchange.numpy_exchange_api(), "probed",
-                                                   read_only=tensorplug.exchange.numpy_read_only_probe())
-    immutable = tensorplug.ExchangeTable.from_capsule(tensorplug.exchange.numpy_exchange_api(), "immutable",
+    probed = tensorplug.ExchangeTable.from_capsule(numpy_exchange.exchange_api(), "probed",
+                                                   read_only=numpy_exchange.read_only_probe())
+    immutable = tensorplug.ExchangeTable.from_capsule(numpy_exchange.exchange_api(), "immutable",
                                                       read_only=True)
     assert probed.read_only is not True and immutable.read_only is True
     frozen = np.ones(3, dtype=np.float32)

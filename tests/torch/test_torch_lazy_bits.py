@@ -21,6 +21,7 @@ torch = pytest.importorskip("torch", reason="torch not installed")
 
 import tensorplug  # noqa: E402
 from tensorplug import _core, cpp  # noqa: E402
+from tensorplug_adapters.torch import _native  # noqa: E402
 from tensorplug_adapters.torch import native as torch_native  # noqa: E402
 
 # Kernels that move element bytes, so that any dtype (complex included) comes back as the
@@ -207,7 +208,7 @@ def test_the_bits_are_read_without_a_python_call():
     # and is_conj from libtorch_cpu: the probe reads the bits directly (checked when it is
     # made), else it calls x.is_conj() / x.is_neg() (correct, about 1,000 instructions more).
     library = str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so")
-    capsule, direct = _core.torch_lazy_view_probe(torch, [library])
+    capsule, direct = _native.lazy_view_probe(torch, [library])
     assert direct is True and type(capsule).__name__ == "PyCapsule"
     with pytest.raises(TypeError, match=r"^ExchangeTable argument 'lazy_views': expected None or a "
                                         r"'tensorplug.lazy_view_probe' capsule, got 'yes'$"):

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 
 
 import tensorplug  # noqa: E402
-from tensorplug import exchange  # noqa: E402
+from tensorplug_adapters.torch import _native  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from tensorplug_adapters.torch import native as torch_native  # noqa: E402
 
@@ -132,7 +132,7 @@ def test_every_op_with_a_compiled_rule_gets_the_native_kernel(ops):
     for op in (ops.axpy, ops.scale, ops.row_sum, ops.arange, ops.plus_and_twice):
         assert torch_native.reason(op) is None, op.name
     # torch's dispatcher shows where each op's kernel was registered: from C, or from Python.
-    assert "csrc/python/torch_native.cc" in _kernel_line("tptest::scale")
+    assert "tensorplug_adapters/torch/kernel.cc" in _kernel_line("tptest::scale")
     assert "tensorplug_adapters/torch/registration.py" in _kernel_line("tptest::pad")
 
 
@@ -227,11 +227,11 @@ def test_an_exception_below_the_autograd_kernel_keeps_its_text(routed):
 def noted_text_only():
     # Every failed hop reports the text tensorplug noted when it raised, as on a torch before
     # 2.13, whose shim keeps no exception text (torch_exception_get_what_without_backtrace).
-    exchange.torch_native_shim_text(False)
+    _native.shim_text(False)
     try:
         yield
     finally:
-        exchange.torch_native_shim_text(True)
+        _native.shim_text(True)
 
 
 def test_where_torch_keeps_no_text_the_caller_gets_the_text_tensorplug_noted(ops, routed, noted_text_only,
@@ -295,7 +295,7 @@ def observed(ops):
 @pytest.fixture
 def hop_only():
     # Every call takes the dispatcher to `nograd`, as on a torch whose layouts do not check out.
-    exchange.torch_native_direct_off()
+    _native.direct_off()
     try:
         yield
     finally:
@@ -385,10 +385,10 @@ def test_each_thread_is_judged_by_its_own_dispatch_state(observed):
 def test_the_direct_call_needs_a_key_set_location_that_fits_every_probe():
     a, b = torch.zeros(1), torch.zeros(1, dtype=torch.complex64).conj()
     keys = torch._C._dispatch_keys
-    assert not exchange.torch_native_direct(torch.Tensor, [(a, 0x1234), (b, 0x5678)], 0, 0, 0, 0, 0)
-    assert not exchange.torch_native_direct(torch.Tensor, [(a, keys(a).raw_repr())], 0, 0, 0, 0, 0)  # one fits too much
+    assert not _native.direct(torch.Tensor, [(a, 0x1234), (b, 0x5678)], 0, 0, 0, 0, 0)
+    assert not _native.direct(torch.Tensor, [(a, keys(a).raw_repr())], 0, 0, 0, 0, 0)  # one fits too much
     with pytest.raises(TypeError, match="probe 1 is a int, not a tensor"):
-        exchange.torch_native_direct(torch.Tensor, [(a, 1), (7, 1)], 0, 0, 0, 0, 0)
+        _native.direct(torch.Tensor, [(a, 1), (7, 1)], 0, 0, 0, 0, 0)
     assert torch_native.direct_call(torch)  # a refused request leaves the direct call as it was
 
 

@@ -14,7 +14,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch not installed")
 
 import tensorplug  # noqa: E402
-from tensorplug import TensorSpec, cpp, exchange, plans  # noqa: E402
+from tensorplug import TensorSpec, cpp, plans  # noqa: E402
+from tensorplug_adapters.torch import _native  # noqa: E402
 from tensorplug_adapters.torch import native as torch_native  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
@@ -93,13 +94,13 @@ def add_all(ops):
     lib.define("add_all(Tensor(a!)[] outs, float value) -> ()")
     plan = plans.create("tpversions_list::add_all", ops.module.add_all,
                         [("outs", "views", False, True), ("value", "float", False, False)], 0, [])
-    slot = exchange.torch_native_define(plan)
-    exchange.torch_native_register(slot, "tpversions_list", "CompositeExplicitAutograd", "add_all")
+    slot = _native.define(plan)
+    _native.register(slot, "tpversions_list", "CompositeExplicitAutograd", "add_all")
     return torch.ops.tpversions_list.add_all.default
 
 
 def test_the_ops_take_the_paths_these_tests_name(ops):
-    assert exchange.torch_native_has_bump_version()
+    assert _native.has_bump_version()
     assert torch_native.reason(ops.accumulate) is None
     assert torch_native.reason(ops.accumulate_copy).startswith("its output rule '_copy_shape' is a Python shape")
 

@@ -3,7 +3,7 @@ that writes a torch tensor bumps the tensor's autograd version counter, as torch
 in-place ops and the op path do, so that a backward that saved the tensor raises instead
 of reading the new values; a paddle tensor's inplace version likewise. The adapters'
 exchange tables carry the hook (``ExchangeTable(write_hook=...)``: torch's is a
-``"tensorplug.write_hook"`` capsule, ``tensorplug.exchange.torch_write_hook``; paddle's a
+``"tensorplug.write_hook"`` capsule, the torch plugin's ``_native.write_hook``; paddle's a
 callable, ``paddle.Tensor._bump_inplace_version``); the core tells it of each written
 tensor before the call."""
 
@@ -112,8 +112,10 @@ def test_an_inference_tensor_is_written_only_in_inference_mode(k, torch):
 def test_the_torch_hook_calls_torch_directly(torch):
     import os
 
+    from tensorplug_adapters.torch import _native
+
     library = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")
-    capsule, direct = tensorplug._core.torch_write_hook(torch, [library])
+    capsule, direct = _native.write_hook(torch, [library])
     assert type(capsule).__name__ == "PyCapsule" and direct is True
 
 
@@ -134,7 +136,7 @@ def test_the_torch_hook_without_bump_version_calls_increment_version(tmp_path, t
     script.write_text(
         "import torch, tensorplug\n"
         "from tensorplug import cpp\n"
-        "assert tensorplug._core.torch_write_hook(torch, [])[1] is False\n"
+        "from tensorplug_adapters.torch import _native\nassert _native.write_hook(torch, [])[1] is False\n"
         f"k = cpp.load_inline('written_versions_kernels', {SOURCE!r}, functions=['fill'])\n"
         "x = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)\n"
         "y = x * x\n"

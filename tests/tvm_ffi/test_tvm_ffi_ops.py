@@ -79,8 +79,8 @@ def test_torch_runs_the_op_through_the_native_kernel(ops):
     assert torch_native.reason(ops["square"]) is None
     kernel = next(line for line in torch._C._dispatch_dump("tvmffi_ops::square").splitlines()
                   if line.startswith("CompositeExplicitAutograd"))
-    # registered from compiled code (the compiled torch bridge by default, else the core's kernel)
-    assert "torch_bridge.cc" in kernel or "torch_native.cc" in kernel, kernel
+    # registered from compiled code (the compiled torch bridge by default, else the plugin's kernel)
+    assert "torch/bridge.cc" in kernel or "torch/kernel.cc" in kernel, kernel
 
 
 # -------------------------------------------------------------------------- jax ----

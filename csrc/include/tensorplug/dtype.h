@@ -104,6 +104,42 @@ inline std::string DeviceToString(DLDevice device) {
   return out + ":" + std::to_string(device.device_id);
 }
 
+/*!
+ * \brief The dtype named `text` (false when none is): a name of TP_DTYPES or
+ * TP_DTYPE_ALIASES ("float32", "half"), a framework dtype's str() ending in one
+ * ("torch.float32", "dtype('float32')"), and vector types ("float32x4").
+ */
+inline bool DataTypeFromString(std::string name, DLDataType* out) {
+  if (name.rfind("dtype('", 0) == 0) name = name.substr(7);
+  if (size_t dot = name.rfind('.'); dot != std::string::npos) name = name.substr(dot + 1);
+  if (!name.empty() && name.back() == ')') name.pop_back();
+  if (!name.empty() && name.back() == '\'') name.pop_back();
+  auto lookup = [](const std::string& n, DLDataType* dtype) {
+#define TP_X(entry, code, bits)                 \
+  if (n == entry) {                             \
+    *dtype = DLDataType{code, bits, 1};         \
+    return true;                                \
+  }
+    TP_DTYPES(TP_X)
+    TP_DTYPE_ALIASES(TP_X)
+#undef TP_X
+    return false;
+  };
+  if (lookup(name, out)) return true;
+  // Vector types: "float32x4" (the part before the last 'x' must itself be a dtype, so that
+  // "complex64" is not read as 64 lanes of "comple").
+  const size_t x = name.rfind('x');
+  if (x == std::string::npos || x + 1 >= name.size() || x + 6 < name.size() ||
+      name.find_first_not_of("0123456789", x + 1) != std::string::npos || !lookup(name.substr(0, x), out)) {
+    return false;
+  }
+  int lanes = 0;  // at most 5 digits (checked above)
+  for (size_t k = x + 1; k < name.size(); ++k) lanes = lanes * 10 + (name[k] - '0');
+  if (lanes < 1 || lanes > 65535) return false;
+  out->lanes = static_cast<uint16_t>(lanes);
+  return true;
+}
+
 namespace detail {
 template <class To, class From>
 inline To BitCast(const From& from) noexcept {

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from tensorplug import AdapterInfo, ExchangeTable, empty, exchange, hookimpl
+from tensorplug import AdapterInfo, ExchangeTable, empty, hookimpl
 
 _tables: dict[str, ExchangeTable] = {}
 
@@ -49,9 +49,11 @@ def _refuse_tracer(value):
 
 def _array_table() -> ExchangeTable:
     if "array" not in _tables:
-        # The core's C importer reads the array directly: __dlpack__ costs about 2 us.
+        # The plugin's C importer (importer.cc) reads the array directly: __dlpack__ costs about 2 us.
+        from . import _native
+
         _tables["array"] = ExchangeTable.from_python(
-            "jax", from_dlpack=_from_dlpack, allocate=_allocate, read_only=True, importer=exchange.jax_importer())
+            "jax", from_dlpack=_from_dlpack, allocate=_allocate, read_only=True, importer=_native.importer())
     return _tables["array"]
 
 

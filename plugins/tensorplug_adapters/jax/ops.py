@@ -1,8 +1,8 @@
 """tensorplug ops as XLA custom calls: what makes ``op(x, ...)`` work inside ``jax.jit``.
 
 Each call form of an op (its plan: which arguments are None, how long each list is)
-becomes an XLA FFI target named after the plan's key, served by a compiled handler of the
-core that knows its plan (``tensorplug.exchange.xla_ffi_handler``). A call is traced as one
+becomes an XLA FFI target named after the plan's key, served by a compiled handler of this
+plugin that runs the op's call plan (``_native.xla_ffi_handler``, xla_ffi.cc). A call is traced as one
 ``jax.ffi.ffi_call``:
 
 - tensor arguments are XLA operands; a parameter the kernel writes is an operand aliased to
@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from tensorplug import Device, exchange, plans
+from tensorplug import Device, plans
 from tensorplug.shapes import TensorSpec, dtype_name
 
 # Plan sources (csrc/python/xla_ffi.cc, Source).
@@ -175,13 +175,15 @@ def _define_plan(op, plan, n_inputs, n_outputs, n_alloc) -> str:
     if lengths:
         key += f"/lists:{','.join(lengths)}"
     if key not in _plans:
+        from . import _native  # the plugin's compiled module: the XLA FFI handler (xla_ffi.cc)
+
         with _lock:
             if key not in _plans:
-                slot = exchange.xla_ffi_define(key, plans.make(op, rules=False), plan, n_inputs, n_outputs, n_alloc)
+                slot = _native.xla_ffi_define(key, plans.make(op, rules=False), plan, n_inputs, n_outputs, n_alloc)
                 jax = _jax()
                 for platform, jax_platform in _PLATFORMS.items():
                     try:
-                        jax.ffi.register_ffi_target(key, exchange.xla_ffi_handler(platform, slot),
+                        jax.ffi.register_ffi_target(key, _native.xla_ffi_handler(platform, slot),
                                                     platform=jax_platform)
                     except Exception:  # noqa: BLE001  (a jaxlib without that platform)
                         if platform == "cpu":

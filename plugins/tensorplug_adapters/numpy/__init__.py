@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from tensorplug import AdapterInfo, ExchangeTable, exchange, hookimpl
+from tensorplug import AdapterInfo, ExchangeTable, hookimpl
 
 _table: ExchangeTable | None = None
 
@@ -16,8 +16,9 @@ _table: ExchangeTable | None = None
 def _numpy_table() -> ExchangeTable:
     global _table
     if _table is None:
-        _table = ExchangeTable.from_capsule(exchange.numpy_exchange_api(), "numpy",
-                                            read_only=exchange.numpy_read_only_probe())
+        from . import _exchange  # the plugin's compiled table (exchange.cc); imports numpy's C API
+
+        _table = ExchangeTable.from_capsule(_exchange.exchange_api(), "numpy", read_only=_exchange.read_only_probe())
     return _table
 
 

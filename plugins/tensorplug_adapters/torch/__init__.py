@@ -7,12 +7,12 @@ through Python callables for older torch.
   written (DLPack has no bit for them): conjugate views (``x.conj()`` of a complex tensor;
   call ``.resolve_conj()`` first) and tensors with the negative bit (``x.conj().imag``,
   ``torch._neg_view(x)``; call ``.resolve_neg()`` first). The core asks
-  ``tensorplug.exchange.torch_lazy_view_probe`` per tensor (about 20 instructions). Ops
+  ``_native.lazy_view_probe`` (lazy_views.cc) per tensor (about 20 instructions). Ops
   (``tensorplug.op``) take them: torch's dispatcher resolves the bits before the kernel.
 - A call that writes a tensor (an ``mview`` parameter) bumps its autograd version counter
   before the kernel runs, as torch's in-place ops do: a backward that saved the tensor
   raises instead of reading the new values, and an inference tensor is refused outside
-  ``torch.inference_mode()`` (``tensorplug.exchange.torch_write_hook``).
+  ``torch.inference_mode()`` (``_native.write_hook``, versions.cc).
 - CUDA tensors on any device work: the current stream is taken for the tensor's device.
 - Ops (``tensorplug.op``) become ``torch.library`` custom ops: see :mod:`.registration`.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tensorplug import AdapterInfo, ExchangeTable, exchange, hookimpl
+from tensorplug import AdapterInfo, ExchangeTable, hookimpl
 
 from . import registration
 
@@ -37,11 +37,13 @@ def _torch_table(torch) -> ExchangeTable:
         # strides ("Storage size calculation overflowed"): the core refuses them instead.
         negative_strides = False
         # A direct call that writes a tensor bumps its autograd version counter, as the op
-        # path and torch's own in-place ops do (exchange.torch_write_hook).
+        # path and torch's own in-place ops do (``_native.write_hook``).
         libraries = [os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so")]
-        writes = exchange.torch_write_hook(torch, libraries)
+        from . import _native  # the plugin's compiled module (native.h)
+
+        writes = _native.write_hook(torch, libraries)[0]
         if capsule is not None:
-            probe = exchange.torch_lazy_view_probe(torch, libraries)
+            probe = _native.lazy_view_probe(torch, libraries)[0]
             _table = ExchangeTable.from_capsule(capsule, "torch", lazy_views=probe,
                                                 negative_strides=negative_strides, write_hook=writes)
         else:  # torch < 2.10

@@ -16,7 +16,7 @@ formula of each ``torch.library`` custom op, registered with the op (:mod:`.regi
   its in-place write would be silently wrong.
 
 Each Autograd kernel here notes the text of an exception it raises or passes on
-(``exchange.torch_native_note_raised``): the native Autograd kernel above it, which calls
+(``_native.note_raised``): the native Autograd kernel above it, which calls
 it through torch's dispatcher, reports that text where torch keeps none (before 2.13).
 
 These kernels are Python. Where an op has the native kernel (``native``), its
@@ -28,7 +28,7 @@ it (docs/decisions.md has the numbers).
 
 from __future__ import annotations
 
-from tensorplug.exchange import torch_native_note_raised
+from ._native import note_raised
 from tensorplug.gradients import no_backward_message
 from tensorplug.shapes import dtype_name
 
@@ -84,7 +84,7 @@ def _autograd_kernel(torch, op, setup_context, backward, below: str):
                 return formula.apply(*args)
             return overload.redispatch(keyset & below_autograd, *args)
         except Exception as error:
-            torch_native_note_raised(error)
+            note_raised(f"{type(error).__name__}: {error}")
             raise
 
     autograd.__name__ = f"{op.opname}_autograd"
@@ -159,7 +159,7 @@ def _refuse_grad_of_written(torch, op, below: str):
                 overload = _below(torch, op, below)
             return overload.redispatch(keyset & below_autograd, *args)
         except Exception as error:
-            torch_native_note_raised(error)
+            note_raised(f"{type(error).__name__}: {error}")
             raise
 
     autograd.__name__ = f"{op.opname}_autograd"

@@ -96,7 +96,9 @@ def attach(torch) -> bool:
     global _library, _attach_error
     if _library is not None or _attach_error is not None:
         return _library is not None
-    from tensorplug import cpp, exchange
+    from tensorplug import cpp
+
+    from . import _native
 
     try:
         library = cpp.load_cdll(_LIBRARY, [_SOURCE], **build_options(torch))
@@ -106,7 +108,7 @@ def attach(torch) -> bool:
         _attach_error = f"the compiled torch bridge could not be built or loaded: {e}"
         _log_failure()
         return False
-    interface, run, error_text, dtypes, num_dtypes = exchange.torch_native_bridge_entry()
+    interface, run, error_text, dtypes, num_dtypes = _native.bridge_entry()
     init.restype = ctypes.c_int32
     init.argtypes = [ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32]
     expected = init(interface, run, error_text, dtypes, num_dtypes)
@@ -117,7 +119,7 @@ def attach(torch) -> bool:
     register_kernel.restype = ctypes.c_int32
     register_kernel.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_char_p,
                                 ctypes.c_char_p, ctypes.c_size_t]
-    exchange.torch_native_bridge_read(ctypes.cast(read, ctypes.c_void_p).value)
+    _native.bridge_read(ctypes.cast(read, ctypes.c_void_p).value)
     _library = library
     return True
 
@@ -134,7 +136,7 @@ def error() -> str | None:
 
 def register(slot: int, kinds: str, namespace: str, key: str, name: str) -> None:
     """The bridge's kernel for plan ``slot`` (parameters ``kinds``, as
-    ``exchange.torch_native_bridge_kinds`` gives them) as the ``key`` kernel of
+    ``_native.bridge_kinds`` gives them) as the ``key`` kernel of
     ``namespace::name``; for ``key`` ``"Autograd"``, the plan's Autograd kernel.
     RuntimeError when torch refuses it."""
     message = ctypes.create_string_buffer(1024)

@@ -2,11 +2,12 @@
 dispatcher and the kernel function, with no Python and no GIL on the way.
 
 torch (>= 2.10) exports a stable C shim from libtorch (``torch_library_impl`` registers a
-boxed C kernel; ``aoti_torch_*`` functions read and allocate tensors). tensorplug's
-extension resolves those symbols in the already-loaded libtorch at run time
-(``csrc/python/torch_native.cc``), so it is built once, against no torch header, for every
-torch version that has them. :func:`define_native_plan` gives an op that kernel (a plan in
-the extension, which :class:`NativePlan` registers per overload and dispatch key); when it
+boxed C kernel; ``aoti_torch_*`` functions read and allocate tensors). This plugin's
+compiled module (``_native``, kernel.cc) resolves those symbols in the already-loaded
+libtorch at run time, so it is built once, against no torch header, for every torch
+version that has them, and runs each op's call plan (:mod:`tensorplug.plans`).
+:func:`define_native_plan` gives an op that kernel (a slot in the module, which
+:class:`NativePlan` registers per overload and dispatch key); when it
 cannot (a torch without the shim functions, an output rule that is a Python shape
 function), the op keeps the Python kernel and :func:`reason` says why (also logged at INFO
 on the ``tensorplug`` logger). docs/compilers.md and docs/decisions.md describe the path.
@@ -17,7 +18,9 @@ from __future__ import annotations
 import logging
 import os
 
-from tensorplug import exchange, plans
+from tensorplug import plans
+
+from . import _native
 
 from . import bridge
 
@@ -42,7 +45,7 @@ def _load_shim(torch) -> str | None:
     global _shim_loaded, _shim_missing
     if not _shim_loaded:
         lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
-        _shim_missing = exchange.torch_native_load([os.path.join(lib_dir, name) for name in _LIBRARIES])
+        _shim_missing = _native.load([os.path.join(lib_dir, name) for name in _LIBRARIES])
         _shim_loaded = True
         if _shim_missing is None and bridge.wanted():
             bridge.attach(torch)
@@ -51,7 +54,7 @@ def _load_shim(torch) -> str | None:
 
 def define_native_plan(torch, op) -> NativePlan | None:
     """The op's native plan, defined in tensorplug's extension: the one place that asks the
-    extension for a plan (``exchange.torch_native_define``; its kernels are registered
+    extension for a plan (``_native.define``; its kernels are registered
     through the returned :class:`NativePlan`). None, with :func:`reason` set, when the op
     keeps the Python kernel.
 
@@ -71,11 +74,11 @@ def define_native_plan(torch, op) -> NativePlan | None:
             # Python kernel's (registration._compacting, docs/decisions.md has the cost).
             raise _NoNative(f"it declares contiguous={op.contiguous!r}, and the native kernel cannot make compact "
                             "copies")
-        if op.written and not exchange.torch_native_has_bump_version():
+        if op.written and not _native.has_bump_version():
             raise _NoNative(f"it writes {', '.join(op.written)}, and torch {torch.__version__} does not export "
                             "torch::autograd::impl::bump_version, which the native kernel needs to bump the version "
                             "of a tensor it writes")
-        slot = exchange.torch_native_define(plans.make(op))
+        slot = _native.define(plans.make(op))
     except (_NoNative, plans.NotCompilable) as e:
         _reasons[op.name] = str(e)
         _log.info("tensorplug: %s keeps the Python kernel in torch: %s", op.name, e)
@@ -99,12 +102,12 @@ class NativePlan:
         bridge's where it is loaded and can pass the op's parameters, else the stable
         shim's."""
         op, slot = self.op, self.slot
-        kinds = exchange.torch_native_bridge_kinds(slot) if bridge.attached() else ""
+        kinds = _native.bridge_kinds(slot) if bridge.attached() else ""
         if kinds:
             bridge.register(slot, kinds, op.namespace, key, name)
             _bridged.add(op.name)
         else:
-            exchange.torch_native_register(slot, op.namespace, key, name)
+            _native.register(slot, op.namespace, key, name)
 
     def register_autograd(self, torch) -> None:
         """The native Autograd kernel of the op's default overload: each call passes on, with
@@ -113,9 +116,9 @@ class NativePlan:
         (registration.py). A call that needs no gradient and meets nothing else below
         autograd runs the op's kernel directly, where :func:`direct_call` says it can."""
         direct_call(torch)
-        if not exchange.torch_native_has_autograd():
+        if not _native.has_autograd():
             # raises, naming what is missing
-            exchange.torch_native_register(self.slot, self.op.namespace, "Autograd", self.op.opname)
+            _native.register(self.slot, self.op.namespace, "Autograd", self.op.opname)
         self.register("Autograd", self.op.opname)
 
 
@@ -126,7 +129,7 @@ def bridged(op) -> bool:
 
 def has_autograd(torch) -> bool:
     """Whether this torch lets an op's Autograd kernel be native (:meth:`NativePlan.register_autograd`)."""
-    return _load_shim(torch) is None and exchange.torch_native_has_autograd()
+    return _load_shim(torch) is None and _native.has_autograd()
 
 
 _direct: bool | None = None
@@ -163,12 +166,12 @@ def _enable_direct(torch) -> bool:
 
     # The thread's included keys: the raw word is torch's report XOR-ed with a fixed mask
     # (torch's default included set), checked with one key more included.
-    word = exchange.torch_native_thread_keys()
+    word = _native.thread_keys()
     if word is None:
         return False
     included_xor = word ^ _dispatch_tls_local_include_set().raw_repr()
     with _IncludeDispatchKeyGuard(K.Python):
-        word_with_python = exchange.torch_native_thread_keys()
+        word_with_python = _native.thread_keys()
         reported = _dispatch_tls_local_include_set().raw_repr()
     if word_with_python ^ included_xor != reported or not reported & raw(K.Python):
         return False
@@ -189,7 +192,7 @@ def _enable_direct(torch) -> bool:
     pairs = [(t, _dispatch_keys(t).raw_repr()) for t in probes]
     if len({keys for _, keys in pairs}) != len(pairs):
         return False
-    return exchange.torch_native_direct(torch.Tensor, pairs, plain_keys, included_xor, included_refused,
+    return _native.direct(torch.Tensor, pairs, plain_keys, included_xor, included_refused,
                                         raw(K.Conjugate), raw(K.Negative))
 
 

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -24,18 +25,22 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common.h"
+#include "native.h"
 #include "tensorplug/dtype.h"
 #include "tensorplug/plan.h"
 #include "xla_ffi_api.h"
 
-namespace tensorplug::py {
+namespace tensorplug_adapters::jax {
 
 namespace {
 
-// XLA's names, declared here so that they win over the core's own (tensorplug::Error is
-// the kernel API's exception, py::CallFrame the core's call frame).
-using namespace xla_ffi;
+using tensorplug::DataTypeToString;
+using tensorplug::python::GuardedMethod;
+using tensorplug::python::PlanOfCapsule;
+
+// XLA's names (xla_ffi_api.h).
+using namespace tensorplug::xla_ffi;
+namespace xla_ffi = tensorplug::xla_ffi;
 using xla_ffi::Api;
 using xla_ffi::Args;
 using xla_ffi::Attrs;
@@ -660,7 +665,29 @@ inline __attribute__((always_inline)) Error* RunOp(CallFrame* frame, DLDeviceTyp
 
 // Any plan (RunOp checked the call's sizes against it), and the calls RunFast declined:
 // arrays sized per call, every parameter source, every error reported.
-__attribute__((noinline)) Error* RunGeneral(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream) {
+__attribute__((noinline)) // A managed tensor over XLA's buffer for a "tensor" parameter (which the function owns and
+// releases): one allocation holds it, its shape and strides; releasing it frees that alone.
+DLManagedTensorVersioned* Unowned(const DLTensor& view, uint64_t flags) {
+  const size_t dims = sizeof(int64_t) * static_cast<size_t>(view.ndim);
+  auto* managed = static_cast<DLManagedTensorVersioned*>(std::malloc(sizeof(DLManagedTensorVersioned) + 2 * dims));
+  if (managed == nullptr) return nullptr;
+  auto* shape = reinterpret_cast<int64_t*>(managed + 1);
+  int64_t* strides = shape + view.ndim;
+  if (view.ndim > 0) {
+    std::memcpy(shape, view.shape, dims);
+    std::memcpy(strides, view.strides, dims);
+  }
+  managed->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  managed->manager_ctx = nullptr;
+  managed->deleter = [](DLManagedTensorVersioned* self) { std::free(self); };
+  managed->flags = flags;
+  managed->dl_tensor = view;
+  managed->dl_tensor.shape = shape;
+  managed->dl_tensor.strides = strides;
+  return managed;
+}
+
+Error* RunGeneral(CallFrame* frame, const OpPlan& plan, DLDevice device, void* stream) {
   const Api* api = frame->api;
   // Every buffer's rank, checked once; their sum sizes the strides below.
   uint64_t total_rank = 0;
@@ -728,7 +755,7 @@ __attribute__((noinline)) Error* RunGeneral(CallFrame* frame, const OpPlan& plan
           return arg_error(p, "XLA element type " + std::to_string(buffer->dtype) + " has no DLPack equivalent");
         }
         if (p.kind == kTPTensor) {
-          DLManagedTensorVersioned* managed = DescribeWithoutOwning(view, written ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY);
+          DLManagedTensorVersioned* managed = Unowned(view, written ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY);
           if (managed == nullptr) return arg_error(p, "out of memory");
           a.type_index = kTPTensor;
           a.v_tensor = managed;
@@ -777,7 +804,7 @@ __attribute__((noinline)) Error* RunGeneral(CallFrame* frame, const OpPlan& plan
           std::string& text = strings.emplace_back(span->ptr, span->len);
           if (p.kind == kTPDataType) {
             a.type_index = kTPDataType;
-            if (!DTypeFromString(text.c_str(), &a.v_dtype)) return arg_error(p, "unknown dtype '" + text + "'");
+            if (!tensorplug::DataTypeFromString(text, &a.v_dtype)) return arg_error(p, "unknown dtype '" + text + "'");
           } else {
             a.type_index = kTPRawStr;
             a.v_c_str = text.c_str();
@@ -1006,4 +1033,4 @@ PyMethodDef kXlaFfiMethods[] = {
 
 bool InitXlaFfi(PyObject* module) { return PyModule_AddFunctions(module, kXlaFfiMethods) == 0; }
 
-}  // namespace tensorplug::py
+}  // namespace tensorplug_adapters::jax

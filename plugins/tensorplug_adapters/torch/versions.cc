@@ -4,15 +4,14 @@
 // backward ("one of the variables needed for gradient computation has been modified by an
 // inplace operation") when the counter moved; torch's own in-place ops bump it. A kernel
 // that writes a tensor through tensorplug must bump it too, or the backward silently reads
-// the new values. The op path does (torch_compile._bumping, the native kernel in
-// torch_native.cc); a direct call (`mod.fn(t)`) does through this hook, which the torch
-// adapter gives its exchange table (a "tensorplug.write_hook" capsule, common.h: any
+// the new values. The op path does (the native kernel, kernel.cc); a direct call (`mod.fn(t)`) does through this hook, which the torch
+// adapter gives its exchange table (a "tensorplug.write_hook" capsule, tensorplug/python.h: any
 // adapter can give one). The core tells it of each tensor an "mview" argument or item will
 // write, once the tensor is accepted, before the call (a refusal leaves nothing written).
 //
 // Directly: torch::autograd::impl::bump_version(const at::Tensor&), exported by
 // libtorch_cpu, called with the object's at::Tensor (right after its header;
-// torch_lazy_views.cc says why that is checked). It throws for an inference tensor outside
+// lazy_views.cc says why that is checked). It throws for an inference tensor outside
 // InferenceMode, which torch's in-place ops refuse too: the call is refused with torch's
 // text. Checked when the hook is made: the TensorImpl pointer against Tensor._cdata, and a
 // bump moves Tensor._version by one. Otherwise the hook calls
@@ -22,11 +21,13 @@
 #include <exception>
 #include <string>
 
-#include "common.h"
+#include "native.h"
 
-namespace tensorplug::py {
+namespace tensorplug_adapters::torch {
 
 namespace {
+
+using WriteHook = TPWriteHook;
 
 using BumpVersion = void (*)(const void* tensor);  // void f(const at::Tensor&)
 
@@ -92,10 +93,10 @@ bool DirectBumpWorks(PyObject* torch) {
 
 }  // namespace
 
-// torch_write_hook(torch, libraries) -> (capsule, direct): the write hook for torch.Tensor
+// write_hook(torch, libraries) -> (capsule, direct): the write hook for torch.Tensor
 // (made once; `libraries`, the already-loaded libtorch paths to find bump_version in).
 // `direct`: whether it calls bump_version directly (else increment_version, in Python).
-PyObject* TorchWriteHookPy(PyObject*, PyObject* args) {
+PyObject* WriteHookPy(PyObject*, PyObject* args) {
   PyObject *torch, *libraries;
   if (!PyArg_ParseTuple(args, "OO", &torch, &libraries)) return nullptr;
   static const WriteHook* hook = nullptr;
@@ -104,7 +105,7 @@ PyObject* TorchWriteHookPy(PyObject*, PyObject* args) {
     if (!tensor_type) return nullptr;
     if (!PyType_Check(tensor_type)) {
       Py_DECREF(tensor_type);
-      return PyErr_Format(PyExc_TypeError, "torch_write_hook() argument 'torch': torch.Tensor is not a type");
+      return PyErr_Format(PyExc_TypeError, "write_hook() argument 'torch': torch.Tensor is not a type");
     }
     PyObject* graph = PyImport_ImportModule("torch.autograd.graph");
     PyObject* increment = graph ? PyObject_GetAttrString(graph, "increment_version") : nullptr;
@@ -113,7 +114,7 @@ PyObject* TorchWriteHookPy(PyObject*, PyObject* args) {
       Py_DECREF(tensor_type);
       return nullptr;
     }
-    PyObject* seq = PySequence_Fast(libraries, "torch_write_hook() argument 'libraries': expected a sequence");
+    PyObject* seq = PySequence_Fast(libraries, "write_hook() argument 'libraries': expected a sequence");
     if (!seq) {
       Py_DECREF(tensor_type);
       Py_DECREF(increment);
@@ -138,9 +139,9 @@ PyObject* TorchWriteHookPy(PyObject*, PyObject* args) {
     g_bump_version = bump;
     hook = bump && DirectBumpWorks(torch) ? &kDirectHook : &kPythonHook;
   }
-  PyObject* capsule = PyCapsule_New(const_cast<WriteHook*>(hook), "tensorplug.write_hook", nullptr);
+  PyObject* capsule = PyCapsule_New(const_cast<WriteHook*>(hook), TP_WRITE_HOOK_CAPSULE, nullptr);
   if (!capsule) return nullptr;
   return Py_BuildValue("(NO)", capsule, hook == &kDirectHook ? Py_True : Py_False);
 }
 
-}  // namespace tensorplug::py
+}  // namespace tensorplug_adapters::torch

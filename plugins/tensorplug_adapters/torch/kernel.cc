@@ -36,13 +36,17 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common.h"
+#include "native.h"
 #include "tensorplug/dtype.h"
 #include "tensorplug/plan.h"
 
-namespace tensorplug::py {
+namespace tensorplug_adapters::torch {
 
 namespace {
+
+using tensorplug::DataTypeToString;
+using tensorplug::python::GuardedMethod;
+using tensorplug::python::PlanOfCapsule;
 
 // ------------------------------------------------------------- the shim ----
 // torch's types as the shim declares them: opaque handles, int32 error codes (0: success).
@@ -100,7 +104,7 @@ struct ShimTable {
   // torch::autograd::impl::bump_version(const at::Tensor&), libtorch_cpu (mangled; an
   // AtenTensorHandle is the at::Tensor): what torch's own in-place ops call on the tensors
   // they write. Throws c10::Error for an inference tensor outside InferenceMode. Without it
-  // the op keeps the Python kernel if it writes (torch_native.py).
+  // the op keeps the Python kernel if it writes (native.py).
   void (*bump_version)(AtenTensorHandle);
 };
 ShimTable g_shim{};
@@ -697,7 +701,7 @@ void CallPlan(const TorchPlan& plan, TPAny* args, AnyGuard& guard, DLDevice prim
   // Every tensor the kernel writes has its version counter bumped, as torch's own in-place
   // ops do, so that autograd refuses a backward that saved it. Before the call: a bump that
   // throws (an inference tensor outside InferenceMode) fails it with nothing written.
-  // (torch_native.py gives a writing op the Python kernel where torch lacks bump_version.)
+  // (native.py gives a writing op the Python kernel where torch lacks bump_version.)
   auto bump = [&](const ParamPlan& p, AtenTensorHandle h, size_t item, bool in_list) {
     auto fail = [&](std::string text) {
       const size_t backtrace = text.find("\nException raised from ");  // c10::Error's, when it keeps one
@@ -803,10 +807,10 @@ void RunBridged(const TorchPlan& plan, StableIValue* stack, TensorFacts* facts, 
 // calls itself (DirectBelow). Deciding that needs each tensor's dispatch key set and the
 // thread's included keys, which the shim does not expose; both are read from memory:
 // c10::TensorImpl::key_set_ at an offset found on probe tensors whose key sets torch
-// reports (torch_native_direct), and the first word (`included_`, stored XOR-ed with
+// reports (direct), and the first word (`included_`, stored XOR-ed with
 // torch's default included set) of libc10's exported thread-local
 // c10::impl::raw_local_dispatch_key_set. Neither layout is a promise of torch: both are
-// checked against torch's own report when the direct call is enabled (torch_native.py),
+// checked against torch's own report when the direct call is enabled (native.py),
 // and without a match every call keeps the hop.
 constexpr const char* kNoGradOverload = "nograd";
 constexpr const char* kGradOverload = "grad";
@@ -942,7 +946,7 @@ void RefuseLazyWrites(const TorchPlan& plan, const StableIValue* stack, bool bor
                                                         : nullptr;
     if (what == nullptr) return true;
     refusal = "argument '" + p.name + "'" + (item >= 0 ? " item " + std::to_string(item) : "") + ": " +
-              kLazyViewExpected + what;
+              TP_LAZY_VIEW_EXPECTED + what;
     return false;
   });
   if (!refusal.empty()) {
@@ -952,7 +956,7 @@ void RefuseLazyWrites(const TorchPlan& plan, const StableIValue* stack, bool bor
 }
 
 // The text of the last exception this thread's tensorplug torch code raised: a handler's
-// (HandlerAt), or the Python Autograd kernel's of `grad` (torch_native_note_raised, in
+// (HandlerAt), or the Python Autograd kernel's of `grad` (note_raised, in
 // torch_autograd.py). A torch before 2.13 has no torch_exception_get_what_without_backtrace:
 // its torch_call_dispatcher keeps no text, and the caller gets this one instead. Cleared
 // before each hop, so that it is never an earlier call's.
@@ -1074,12 +1078,12 @@ bool Resolve(void* const* libs, size_t n, const char* name, F* out) {
   return false;
 }
 
-// torch_native_load(paths) -> None, or the names of the missing required symbols (a
+// load(paths) -> None, or the names of the missing required symbols (a
 // str): resolves the shim in the already-loaded libraries `paths` (never loads one).
 PyObject* LoadPy(PyObject*, PyObject* paths) {
   std::lock_guard<std::mutex> lock(g_define_mutex);
   if (g_shim_ready.load()) Py_RETURN_NONE;
-  PyObject* seq = PySequence_Fast(paths, "torch_native_load(): expected a sequence of paths");
+  PyObject* seq = PySequence_Fast(paths, "load(): expected a sequence of paths");
   if (seq == nullptr) return nullptr;
   std::vector<void*> libs;
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
@@ -1158,10 +1162,10 @@ PyObject* LoadPy(PyObject*, PyObject* paths) {
   Py_RETURN_NONE;
 }
 
-// torch_native_define(plan) -> slot: the torch kernel of a call plan (a capsule of
+// define(plan) -> slot: the torch kernel of a call plan (a capsule of
 // tensorplug.plans.make: the function, its parameters and output rule).
 PyObject* DefinePy(PyObject*, PyObject* capsule) {
-  auto* handle = PlanOfCapsule(capsule, "torch_native_define");
+  auto* handle = PlanOfCapsule(capsule, "define");
   if (handle == nullptr) return nullptr;
   auto plan = std::make_unique<TorchPlan>();
   plan->op = TPPlanGetName(handle);
@@ -1209,26 +1213,26 @@ bool HasAutograd() {
          g_shim.impl_requires_grad != nullptr && g_shim.any_dispatch_mode != nullptr;
 }
 
-// torch_native_register(slot, namespace, dispatch_key, name): the slot's kernel as the
+// register(slot, namespace, dispatch_key, name): the slot's kernel as the
 // `dispatch_key` kernel of operator `namespace::name` (an overload: "name.overload"); for
 // key "Autograd", the slot's Autograd kernel (RunAutograd).
 PyObject* RegisterPy(PyObject*, PyObject* args) {
   int slot;
   const char *ns, *key, *name;
-  if (!PyArg_ParseTuple(args, "isss:torch_native_register", &slot, &ns, &key, &name)) return nullptr;
+  if (!PyArg_ParseTuple(args, "isss:register", &slot, &ns, &key, &name)) return nullptr;
   const bool autograd = strcmp(key, "Autograd") == 0;
   if (autograd && !HasAutograd()) {
-    PyErr_SetString(PyExc_RuntimeError, "torch_native_register(): this torch lacks what the native Autograd kernel "
+    PyErr_SetString(PyExc_RuntimeError, "register(): this torch lacks what the native Autograd kernel "
                     "needs (torch_call_dispatcher, aoti_torch_grad_mode_is_enabled, c10::TensorImpl::requires_grad, "
                     "c10::impl::TorchDispatchModeTLS::any_modes_set)");
     return nullptr;
   }
   if (!g_shim_ready.load()) {
-    PyErr_SetString(PyExc_RuntimeError, "torch_native_register(): the torch shim is not loaded");
+    PyErr_SetString(PyExc_RuntimeError, "register(): the torch shim is not loaded");
     return nullptr;
   }
   if (slot < 0 || slot >= kMaxPlans || g_plan_slots[slot].load() == nullptr) {
-    PyErr_Format(PyExc_ValueError, "torch_native_register(): no plan in slot %d", slot);
+    PyErr_Format(PyExc_ValueError, "register(): no plan in slot %d", slot);
     return nullptr;
   }
   std::lock_guard<std::mutex> lock(g_define_mutex);
@@ -1250,7 +1254,7 @@ PyObject* RegisterPy(PyObject*, PyObject* args) {
 
 PyObject* HasAutogradPy(PyObject*, PyObject*) { return PyBool_FromLong(HasAutograd()); }
 
-// torch_native_bridge_entry() -> (interface, run, error_text, dtypes, num_dtypes): the
+// bridge_entry() -> (interface, run, error_text, dtypes, num_dtypes): the
 // compiled bridge's interface version, the addresses of BridgeRun and BridgeErrorText, and
 // the DLPack type of each torch dtype code (g_dl_of_torch_dtype), for its init.
 PyObject* BridgeEntryPy(PyObject*, PyObject*) {
@@ -1261,7 +1265,7 @@ PyObject* BridgeEntryPy(PyObject*, PyObject*) {
                        kDTypeCodes);
 }
 
-// torch_native_bridge_read(address): Describe reads tensors through the compiled bridge's
+// bridge_read(address): Describe reads tensors through the compiled bridge's
 // tp_torch_bridge_read at `address` (0: through the shim again).
 PyObject* BridgeReadPy(PyObject*, PyObject* address) {
   const unsigned long long value = PyLong_AsUnsignedLongLong(address);
@@ -1270,22 +1274,22 @@ PyObject* BridgeReadPy(PyObject*, PyObject* address) {
   Py_RETURN_NONE;
 }
 
-// torch_native_bridge_kinds(slot) -> str: the parameter letters the compiled bridge passes
+// bridge_kinds(slot) -> str: the parameter letters the compiled bridge passes
 // for the slot's plan, "" where it cannot run it.
 PyObject* BridgeKindsPy(PyObject*, PyObject* slot_obj) {
   const long slot = PyLong_AsLong(slot_obj);
   if (PyErr_Occurred()) return nullptr;
   const TorchPlan* plan = slot >= 0 && slot < kMaxPlans ? g_plan_slots[slot].load() : nullptr;
-  if (plan == nullptr) return PyErr_Format(PyExc_ValueError, "torch_native_bridge_kinds(): no plan in slot %ld", slot);
+  if (plan == nullptr) return PyErr_Format(PyExc_ValueError, "bridge_kinds(): no plan in slot %ld", slot);
   return PyUnicode_FromString(plan->bridge_kinds.c_str());
 }
 PyObject* HasBumpVersionPy(PyObject*, PyObject*) {
   return PyBool_FromLong(g_shim_ready.load() && g_shim.bump_version != nullptr);
 }
 
-// torch_native_thread_keys() -> int or None: the calling thread's raw `included_` word of
+// thread_keys() -> int or None: the calling thread's raw `included_` word of
 // c10::impl::raw_local_dispatch_key_set (None where libc10 does not export it), for
-// torch_native.py to check its encoding against torch's own report.
+// native.py to check its encoding against torch's own report.
 PyObject* ThreadKeysPy(PyObject*, PyObject*) {
   if (!g_shim_ready.load() || g_direct.thread_keys_library == nullptr) Py_RETURN_NONE;
   const uint64_t* keys = ThreadIncludedKeys();
@@ -1312,21 +1316,21 @@ size_t FindKeySetOffset(const std::vector<std::pair<const char*, uint64_t>>& pro
   return matches == 1 ? found : 0;
 }
 
-// torch_native_direct(tensor_type, probes, plain_keys, included_xor, included_refused,
+// direct(tensor_type, probes, plain_keys, included_xor, included_refused,
 // conjugate_key, negative_key) -> bool: turn the Autograd kernel's direct call on (DirectBelow). `probes`: (tensor, raw key
 // set as torch reports it) pairs of tensors with distinct key sets, which find
-// TensorImpl::key_set_; the other three are DirectBelow's fields, which torch_native.py
+// TensorImpl::key_set_; the other three are DirectBelow's fields, which native.py
 // computes and checks from torch's Python API. False (and the hop kept) when no offset
 // fits the probes or the thread keys are not exported.
 PyObject* DirectPy(PyObject*, PyObject* args) {
   PyObject *tensor_type, *probes;
   unsigned long long plain_keys, included_xor, included_refused, conjugate_key, negative_key;
-  if (!PyArg_ParseTuple(args, "O!OKKKKK:torch_native_direct", &PyType_Type, &tensor_type, &probes, &plain_keys,
+  if (!PyArg_ParseTuple(args, "O!OKKKKK:direct", &PyType_Type, &tensor_type, &probes, &plain_keys,
                         &included_xor, &included_refused, &conjugate_key, &negative_key)) {
     return nullptr;
   }
   if (!HasAutograd() || g_direct.thread_keys_library == nullptr) Py_RETURN_FALSE;
-  PyObject* seq = PySequence_Fast(probes, "torch_native_direct(): probes must be a sequence of (tensor, keys)");
+  PyObject* seq = PySequence_Fast(probes, "direct(): probes must be a sequence of (tensor, keys)");
   if (seq == nullptr) return nullptr;
   std::vector<std::pair<const char*, uint64_t>> impls;  // the tensors stay alive in `probes`
   for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
@@ -1338,7 +1342,7 @@ PyObject* DirectPy(PyObject*, PyObject* args) {
     }
     if (!PyObject_TypeCheck(tensor, reinterpret_cast<PyTypeObject*>(tensor_type))) {
       Py_DECREF(seq);
-      return PyErr_Format(PyExc_TypeError, "torch_native_direct(): probe %zd is a %s, not a tensor", i,
+      return PyErr_Format(PyExc_TypeError, "direct(): probe %zd is a %s, not a tensor", i,
                           Py_TYPE(tensor)->tp_name);
     }
     PyObject* cdata = PyObject_GetAttrString(tensor, "_cdata");  // the TensorImpl's address
@@ -1365,13 +1369,13 @@ PyObject* DirectPy(PyObject*, PyObject* args) {
   Py_RETURN_TRUE;
 }
 
-// torch_native_direct_off(): every call hops to `nograd` again (tests compare the paths).
+// direct_off(): every call hops to `nograd` again (tests compare the paths).
 PyObject* DirectOffPy(PyObject*, PyObject*) {
   g_direct_on.store(false, std::memory_order_release);
   Py_RETURN_NONE;
 }
 
-// torch_native_note_raised(text): note the text of an exception the Python Autograd kernel
+// note_raised(text): note the text of an exception the Python Autograd kernel
 // is raising, for the native Autograd kernel's hop above it (t_raised).
 PyObject* NoteRaisedPy(PyObject*, PyObject* text) {
   Py_ssize_t size = 0;
@@ -1381,7 +1385,7 @@ PyObject* NoteRaisedPy(PyObject*, PyObject* text) {
   Py_RETURN_NONE;
 }
 
-// torch_native_shim_text(on): whether a failed hop reports torch's text where its shim keeps
+// shim_text(on): whether a failed hop reports torch's text where its shim keeps
 // one (True, the default), or always tensorplug's noted text, as before torch 2.13.
 PyObject* ShimTextPy(PyObject*, PyObject* on) {
   const int truth = PyObject_IsTrue(on);
@@ -1390,40 +1394,40 @@ PyObject* ShimTextPy(PyObject*, PyObject* on) {
   Py_RETURN_NONE;
 }
 
-PyMethodDef kTorchNativeMethods[] = {
-    {"torch_native_load", GuardedMethod<LoadPy>(), METH_O,
-     "torch_native_load(paths) -> None, or the missing shim symbols (str)"},
-    {"torch_native_define", GuardedMethod<DefinePy>(), METH_O,
-     "torch_native_define(plan) -> slot: the native torch kernel of a call plan (tensorplug.plans.make)"},
-    {"torch_native_register", GuardedMethod<RegisterPy>(), METH_VARARGS,
-     "torch_native_register(slot, namespace, dispatch_key, name): register the slot's kernel with torch"},
-    {"torch_native_has_autograd", GuardedMethod<HasAutogradPy>(), METH_NOARGS,
-     "torch_native_has_autograd() -> bool: whether the loaded torch has what the native Autograd kernel needs"},
-    {"torch_native_thread_keys", GuardedMethod<ThreadKeysPy>(), METH_NOARGS,
-     "torch_native_thread_keys() -> int or None: the calling thread's raw included dispatch keys"},
-    {"torch_native_direct", GuardedMethod<DirectPy>(), METH_VARARGS,
-     "torch_native_direct(tensor_type, probes, plain_keys, included_xor, included_refused, conjugate_key, "
+PyMethodDef kKernelMethods[] = {
+    {"load", GuardedMethod<LoadPy>(), METH_O,
+     "load(paths) -> None, or the missing shim symbols (str)"},
+    {"define", GuardedMethod<DefinePy>(), METH_O,
+     "define(plan) -> slot: the native torch kernel of a call plan (tensorplug.plans.make)"},
+    {"register", GuardedMethod<RegisterPy>(), METH_VARARGS,
+     "register(slot, namespace, dispatch_key, name): register the slot's kernel with torch"},
+    {"has_autograd", GuardedMethod<HasAutogradPy>(), METH_NOARGS,
+     "has_autograd() -> bool: whether the loaded torch has what the native Autograd kernel needs"},
+    {"thread_keys", GuardedMethod<ThreadKeysPy>(), METH_NOARGS,
+     "thread_keys() -> int or None: the calling thread's raw included dispatch keys"},
+    {"direct", GuardedMethod<DirectPy>(), METH_VARARGS,
+     "direct(tensor_type, probes, plain_keys, included_xor, included_refused, conjugate_key, "
      "negative_key) -> bool: "
      "the Autograd kernel's direct call below autograd, on"},
-    {"torch_native_direct_off", GuardedMethod<DirectOffPy>(), METH_NOARGS,
-     "torch_native_direct_off(): the Autograd kernel's direct call off"},
-    {"torch_native_has_bump_version", GuardedMethod<HasBumpVersionPy>(), METH_NOARGS,
-     "torch_native_has_bump_version() -> bool: whether the native kernel can bump the version of a tensor it writes"},
-    {"torch_native_note_raised", GuardedMethod<NoteRaisedPy>(), METH_O,
-     "torch_native_note_raised(text): the text of the exception a Python Autograd kernel raises, for torch < 2.13"},
-    {"torch_native_bridge_entry", GuardedMethod<BridgeEntryPy>(), METH_NOARGS,
-     "torch_native_bridge_entry() -> (interface, run, error_text): what the compiled torch bridge calls"},
-    {"torch_native_bridge_read", GuardedMethod<BridgeReadPy>(), METH_O,
-     "torch_native_bridge_read(address): tensors read through the compiled bridge's reader (0: the shim's)"},
-    {"torch_native_bridge_kinds", GuardedMethod<BridgeKindsPy>(), METH_O,
-     "torch_native_bridge_kinds(slot) -> str: the parameter kinds the compiled bridge passes, '' if it cannot"},
-    {"torch_native_shim_text", GuardedMethod<ShimTextPy>(), METH_O,
-     "torch_native_shim_text(on): whether a failed hop reports torch's own text where its shim keeps one"},
+    {"direct_off", GuardedMethod<DirectOffPy>(), METH_NOARGS,
+     "direct_off(): the Autograd kernel's direct call off"},
+    {"has_bump_version", GuardedMethod<HasBumpVersionPy>(), METH_NOARGS,
+     "has_bump_version() -> bool: whether the native kernel can bump the version of a tensor it writes"},
+    {"note_raised", GuardedMethod<NoteRaisedPy>(), METH_O,
+     "note_raised(text): the text of the exception a Python Autograd kernel raises, for torch < 2.13"},
+    {"bridge_entry", GuardedMethod<BridgeEntryPy>(), METH_NOARGS,
+     "bridge_entry() -> (interface, run, error_text): what the compiled torch bridge calls"},
+    {"bridge_read", GuardedMethod<BridgeReadPy>(), METH_O,
+     "bridge_read(address): tensors read through the compiled bridge's reader (0: the shim's)"},
+    {"bridge_kinds", GuardedMethod<BridgeKindsPy>(), METH_O,
+     "bridge_kinds(slot) -> str: the parameter kinds the compiled bridge passes, '' if it cannot"},
+    {"shim_text", GuardedMethod<ShimTextPy>(), METH_O,
+     "shim_text(on): whether a failed hop reports torch's own text where its shim keeps one"},
     {nullptr, nullptr, 0, nullptr},
 };
 
 }  // namespace
 
-bool InitTorchNative(PyObject* module) { return PyModule_AddFunctions(module, kTorchNativeMethods) == 0; }
+bool InitKernel(PyObject* module) { return PyModule_AddFunctions(module, kKernelMethods) == 0; }
 
-}  // namespace tensorplug::py
+}  // namespace tensorplug_adapters::torch

@@ -1,15 +1,27 @@
-// Importing jax arrays without __dlpack__ (which costs about 2 us per array): read the
-// buffer pointer, shape, dtype and device straight off the array. jax arrays are
-// row-major and immutable; the jax adapter marks them read-only.
+// The jax importer (a "tensorplug.importer" capsule, tensorplug/python.h): jax arrays read
+// without __dlpack__ (which costs about 2 us per array): the buffer pointer, shape, dtype and
+// device straight off the array. jax arrays are row-major and immutable; the jax adapter
+// marks them read-only.
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 
-#include "call_env.h"
+#include "native.h"
 
-namespace tensorplug::py {
+namespace tensorplug_adapters::jax {
 
 namespace {
+
+using tensorplug::python::Guarded;
+using tensorplug::python::PythonUsable;
+
+// Bound by InitImporter: numpy's dtype reader (jax arrays carry numpy dtypes) and the core's
+// call scratch (the shape and strides of a view live there until the call returns).
+struct DTypeReader {
+  bool (*dtype_of)(PyObject* descr, DLDataType* out);
+};
+const DTypeReader* g_dtype_reader = nullptr;
+const TPCallScratch* g_scratch = nullptr;
 
 PyObject* Intern(const char* s) { return PyUnicode_InternFromString(s); }
 
@@ -130,7 +142,6 @@ bool DeviceOf(PyObject* array, DLDevice* out) {
 
 // Fill everything but shape/strides storage; returns ndim, or -1 with an error set.
 int Describe(PyObject* array, DLTensor* out, PyObject** shape_out) {
-  if (!NumpyExchangeAPI()) return -1;  // numpy's C API, for the dtype
   // The buffer pointer is known before the computation producing it has finished.
   ReadyCache& ready_cache = Ready();
   if (!ready_cache.Contains(array)) {
@@ -154,7 +165,7 @@ int Describe(PyObject* array, DLTensor* out, PyObject** shape_out) {
     Py_DECREF(aval);
     return -1;
   }
-  bool known = NumpyDTypeOf(dtype, &out->dtype);
+  bool known = g_dtype_reader->dtype_of(dtype, &out->dtype);
   if (!known) PyErr_Format(PyExc_BufferError, "jax dtype %R has no DLPack equivalent", dtype);
   Py_DECREF(dtype);
   if (!known || !DeviceOf(array, &out->device)) {
@@ -206,13 +217,11 @@ void DeleteJaxManaged(DLManagedTensorVersioned* self) {
   std::free(self);
 }
 
-}  // namespace
-
 int JaxView(void* obj, DLTensor* out) {
   PyObject* shape = nullptr;
   int32_t ndim = Describe(static_cast<PyObject*>(obj), out, &shape);
   if (ndim < 0) return -1;
-  int64_t* dims = ndim ? ScratchAlloc(2 * ndim) : nullptr;  // lives until the call returns
+  int64_t* dims = ndim ? g_scratch->alloc(2 * ndim) : nullptr;  // lives until the call returns
   if (ndim && !dims) {
     Py_DECREF(shape);
     PyErr_NoMemory();
@@ -255,4 +264,25 @@ int JaxManaged(void* obj, DLManagedTensorVersioned** out) {
   return 0;
 }
 
-}  // namespace tensorplug::py
+// A capsule's pointer, from module `module`'s function `function`; nullptr with an error set.
+const void* CapsuleFrom(const char* module, const char* function, const char* name) {
+  PyObject* mod = PyImport_ImportModule(module);
+  PyObject* capsule = mod ? PyObject_CallMethod(mod, function, nullptr) : nullptr;
+  Py_XDECREF(mod);
+  const void* pointer = capsule ? PyCapsule_GetPointer(capsule, name) : nullptr;
+  Py_XDECREF(capsule);  // both capsules point at statics their modules keep
+  return pointer;
+}
+
+}  // namespace
+
+const TPImporter kImporter{Guarded<JaxManaged>, Guarded<JaxView>};  // C code calls them
+
+bool InitImporter() {
+  g_dtype_reader = static_cast<const DTypeReader*>(
+      CapsuleFrom("tensorplug_adapters.numpy._exchange", "dtype_reader", "tensorplug_adapters.numpy.dtype_reader"));
+  g_scratch = static_cast<const TPCallScratch*>(CapsuleFrom("tensorplug._core", "call_scratch", TP_CALL_SCRATCH_CAPSULE));
+  return g_dtype_reader != nullptr && g_scratch != nullptr;
+}
+
+}  // namespace tensorplug_adapters::jax

@@ -3,7 +3,8 @@
 // x.conj() of a complex tensor, x.conj().imag and torch._neg_view(x) are views whose values
 // are conjugated or negated on read: their memory holds the plain values, and DLPack (so
 // torch's exchange table) has no bit to say so. A kernel given their memory reads the wrong
-// sign. The core refuses them (common.h, HoldsItsValues), asking this probe per tensor.
+// sign. The core refuses them, asking this probe (a "tensorplug.lazy_view_probe" capsule,
+// tensorplug/python.h) per tensor.
 //
 // Calling x.is_neg() costs about 1,000 instructions, 60% of an eager call. torch keeps a
 // Python tensor's at::Tensor (one TensorImpl pointer) right after the object's header
@@ -16,11 +17,13 @@
 // probe calls x.is_conj() / x.is_neg() instead, correct at the Python call's cost.
 #include <dlfcn.h>
 
-#include "common.h"
+#include "native.h"
 
-namespace tensorplug::py {
+namespace tensorplug_adapters::torch {
 
 namespace {
+
+using LazyViewProbe = TPLazyViewProbe;
 
 using BitReader = bool (*)(const void* tensor);  // bool f(const at::Tensor&)
 
@@ -96,17 +99,10 @@ bool DirectReadsWork(PyObject* torch) {
 
 }  // namespace
 
-bool RefuseLazyView(int rc, const char* what) {
-  if (rc > 0) {
-    PyErr_Format(PyExc_ValueError, "%s%s", kLazyViewExpected, what);
-  }
-  return false;
-}
-
-// torch_lazy_view_probe(torch, libraries) -> (capsule, direct): the probe for torch.Tensor
+// lazy_view_probe(torch, libraries) -> (capsule, direct): the probe for torch.Tensor
 // (made once; `libraries`, the already-loaded libtorch paths to find the bit readers in).
 // `direct`: whether it reads the bits directly (else it calls x.is_conj() / x.is_neg()).
-PyObject* TorchLazyViewProbePy(PyObject*, PyObject* args) {
+PyObject* LazyViewProbePy(PyObject*, PyObject* args) {
   PyObject *torch, *libraries;
   if (!PyArg_ParseTuple(args, "OO", &torch, &libraries)) return nullptr;
   static const LazyViewProbe* probe = nullptr;
@@ -115,7 +111,7 @@ PyObject* TorchLazyViewProbePy(PyObject*, PyObject* args) {
     if (!tensor_type) return nullptr;
     if (!PyType_Check(tensor_type)) {
       Py_DECREF(tensor_type);
-      return PyErr_Format(PyExc_TypeError, "torch_lazy_view_probe() argument 'torch': torch.Tensor is not a type");
+      return PyErr_Format(PyExc_TypeError, "lazy_view_probe() argument 'torch': torch.Tensor is not a type");
     }
     g_is_conj_name = PyUnicode_InternFromString("is_conj");
     g_is_neg_name = PyUnicode_InternFromString("is_neg");
@@ -123,7 +119,7 @@ PyObject* TorchLazyViewProbePy(PyObject*, PyObject* args) {
       Py_DECREF(tensor_type);
       return nullptr;
     }
-    PyObject* seq = PySequence_Fast(libraries, "torch_lazy_view_probe() argument 'libraries': expected a sequence");
+    PyObject* seq = PySequence_Fast(libraries, "lazy_view_probe() argument 'libraries': expected a sequence");
     if (!seq) {
       Py_DECREF(tensor_type);
       return nullptr;
@@ -144,9 +140,9 @@ PyObject* TorchLazyViewProbePy(PyObject*, PyObject* args) {
     g_tensor_type = reinterpret_cast<PyTypeObject*>(tensor_type);  // kept for the process
     probe = g_is_conj && g_is_neg && DirectReadsWork(torch) ? &kDirectProbe : &kPythonProbe;
   }
-  PyObject* capsule = PyCapsule_New(const_cast<LazyViewProbe*>(probe), "tensorplug.lazy_view_probe", nullptr);
+  PyObject* capsule = PyCapsule_New(const_cast<LazyViewProbe*>(probe), TP_LAZY_VIEW_PROBE_CAPSULE, nullptr);
   if (!capsule) return nullptr;
   return Py_BuildValue("(NO)", capsule, probe == &kDirectProbe ? Py_True : Py_False);
 }
 
-}  // namespace tensorplug::py
+}  // namespace tensorplug_adapters::torch

@@ -1,10 +1,14 @@
-// The numpy exchange table, provided by the core: numpy has no DLPack C exchange API, and
-// its __dlpack__ costs a capsule and a heap allocation per call. This table reads the
-// array struct directly (numpy's stable C ABI) and is used exactly like a framework's own.
-#define PY_ARRAY_UNIQUE_SYMBOL tensorplug_ARRAY_API
+// tensorplug_adapters.numpy._exchange: numpy's exchange table. numpy has no DLPack C
+// exchange API, and its __dlpack__ costs a capsule and a heap allocation per call. This
+// table reads the array struct directly (numpy's stable C ABI) and is used exactly like a
+// framework's own. Built with the plugin (plugins/CMakeLists.txt), against tensorplug's
+// public headers and numpy's.
+#define PY_ARRAY_UNIQUE_SYMBOL tensorplug_numpy_ARRAY_API
 #define NPY_NO_DEPRECATED_API NPY_2_0_API_VERSION
-#include "call_env.h"
+#include <Python.h>
+
 #include "tensorplug/dtype.h"
+#include "tensorplug/python.h"
 
 #include <numpy/arrayobject.h>
 
@@ -15,11 +19,21 @@
 
 static_assert(sizeof(npy_intp) == sizeof(int64_t), "DLPack shapes alias numpy's dims");
 
-namespace tensorplug::py {
-
 namespace {
 
-bool g_numpy_ready = false;
+using tensorplug::python::Guarded;
+using tensorplug::python::GuardedMethod;
+using tensorplug::python::PythonUsable;
+using tensorplug::DataTypeToString;
+
+const TPCallScratch* g_scratch = nullptr;  // the core's call scratch (element strides of views)
+
+// "tensorplug_adapters.numpy.dtype_reader": the DLPack dtype of a numpy dtype object, for the
+// importers of frameworks whose arrays carry numpy dtypes (jax).
+constexpr char kDTypeReaderCapsule[] = "tensorplug_adapters.numpy.dtype_reader";
+struct DTypeReader {
+  bool (*dtype_of)(PyObject* descr, DLDataType* out);  // false: not a numpy dtype, or none in DLPack
+};
 
 // The dtypes ml_dtypes (used by jax) registers with numpy as user dtypes. Its type names
 // are tensorplug's dtype names (DataTypeToString, from tensorplug/vocabulary.h).
@@ -112,35 +126,42 @@ int UnsupportedDType(PyArrayObject* arr) {
   return -1;
 }
 
-int NumpyView(void* obj, DLTensor* out) {
-  auto* arr = static_cast<PyArrayObject*>(obj);
+// The view of `arr`, its element strides written to `strides` (ndim of them).
+int FillView(PyArrayObject* arr, DLTensor* out, int64_t* strides) {
   if (!DTypeOfDescr(PyArray_DESCR(arr), &out->dtype)) return UnsupportedDType(arr);
   const int ndim = PyArray_NDIM(arr);
   const npy_intp itemsize = PyArray_ITEMSIZE(arr);
   const npy_intp* byte_strides = PyArray_STRIDES(arr);
-  int64_t* strides = nullptr;
-  if (ndim > 0) {
-    // numpy strides are in bytes; DLPack's in elements. The converted copy lives in the
-    // call frame's scratch arena until the call returns.
-    strides = ScratchAlloc(ndim);
-    // Item sizes are powers of two for every dtype with a DLPack equivalent: shift, don't divide.
-    const int shift = __builtin_ctzll(static_cast<unsigned long long>(itemsize));
-    const npy_intp mask = itemsize - 1;
-    for (int i = 0; i < ndim; ++i) {
-      if (byte_strides[i] & mask) {
-        PyErr_SetString(PyExc_BufferError, "numpy array strides are not a multiple of the item size");
-        return -1;
-      }
-      strides[i] = byte_strides[i] >> shift;
+  // numpy strides are in bytes; DLPack's in elements. Item sizes are powers of two for
+  // every dtype with a DLPack equivalent: shift, don't divide.
+  const int shift = __builtin_ctzll(static_cast<unsigned long long>(itemsize));
+  const npy_intp mask = itemsize - 1;
+  for (int i = 0; i < ndim; ++i) {
+    if (byte_strides[i] & mask) {
+      PyErr_SetString(PyExc_BufferError, "numpy array strides are not a multiple of the item size");
+      return -1;
     }
+    strides[i] = byte_strides[i] >> shift;
   }
   out->data = PyArray_DATA(arr);
   out->device = {kDLCPU, 0};
   out->ndim = ndim;
   out->shape = reinterpret_cast<int64_t*>(PyArray_DIMS(arr));
-  out->strides = strides;
+  out->strides = ndim ? strides : nullptr;
   out->byte_offset = 0;
   return 0;
+}
+
+// A view for the call: its strides in the call's scratch arena, until the call returns.
+int NumpyView(void* obj, DLTensor* out) {
+  auto* arr = static_cast<PyArrayObject*>(obj);
+  const int ndim = PyArray_NDIM(arr);
+  int64_t* strides = ndim ? g_scratch->alloc(ndim) : nullptr;
+  if (ndim && strides == nullptr) {
+    PyErr_Format(PyExc_BufferError, "a numpy array of %d dimensions", ndim);
+    return -1;
+  }
+  return FillView(arr, out, strides);
 }
 
 // Owning export: one allocation holds the header, shape and strides; the array is kept.
@@ -162,17 +183,12 @@ int NumpyManaged(void* obj, DLManagedTensorVersioned** out) {
     PyErr_NoMemory();
     return -1;
   }
-  ScratchMark mark = ScratchSave();
-  int rc = NumpyView(obj, &managed->dl_tensor);
+  auto* shape = reinterpret_cast<int64_t*>(managed + 1);
+  int64_t* strides = shape + ndim;
+  const int rc = FillView(arr, &managed->dl_tensor, strides);
   if (rc == 0) {
-    auto* shape = reinterpret_cast<int64_t*>(managed + 1);
-    int64_t* strides = shape + ndim;
-    for (int i = 0; i < ndim; ++i) {
-      shape[i] = managed->dl_tensor.shape[i];
-      strides[i] = managed->dl_tensor.strides[i];
-    }
+    for (int i = 0; i < ndim; ++i) shape[i] = managed->dl_tensor.shape[i];
     managed->dl_tensor.shape = ndim ? shape : nullptr;
-    managed->dl_tensor.strides = ndim ? strides : nullptr;
     managed->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
     managed->manager_ctx = Py_NewRef(static_cast<PyObject*>(obj));
     managed->deleter = Guarded<NumpyDeleter>;
@@ -181,7 +197,6 @@ int NumpyManaged(void* obj, DLManagedTensorVersioned** out) {
   } else {
     std::free(managed);
   }
-  ScratchRestore(mark);
   return rc;
 }
 
@@ -285,26 +300,55 @@ int NumpyCurrentStream(DLDeviceType, int32_t, void** out) {
   return 0;
 }
 
-DLPackExchangeAPI g_numpy_api = {
+DLPackExchangeAPI g_numpy_api = {  // the exchange API of numpy.ndarray
     {{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION}, nullptr},
     Guarded<NumpyAllocate>, Guarded<NumpyManaged>, Guarded<NumpyToObject>, Guarded<NumpyView>,
     Guarded<NumpyCurrentStream>,
 };
 
-}  // namespace
-
-bool NumpyDTypeOf(PyObject* descr, DLDataType* out) {
+bool DTypeOf(PyObject* descr, DLDataType* out) {
   return PyArray_DescrCheck(descr) && DTypeOfDescr(reinterpret_cast<PyArray_Descr*>(descr), out);
 }
 
-const DLPackExchangeAPI* NumpyExchangeAPI() {
-  if (!g_numpy_ready) {
-    if (_import_array() < 0) return nullptr;  // numpy is imported already: a tensor is in hand
-    g_numpy_ready = true;
-  }
-  return &g_numpy_api;
+int IsReadOnly(PyObject* obj) { return !PyArray_ISWRITEABLE(reinterpret_cast<PyArrayObject*>(obj)); }
+
+const TPReadOnlyProbe kReadOnlyProbe{IsReadOnly};
+const DTypeReader kDTypeReader{DTypeOf};
+
+PyObject* ExchangeApiPy(PyObject*, PyObject*) {
+  return PyCapsule_New(&g_numpy_api, "dlpack_exchange_api", nullptr);
 }
 
-int NumpyIsReadOnly(PyObject* obj) { return !PyArray_ISWRITEABLE(reinterpret_cast<PyArrayObject*>(obj)); }
+PyObject* ReadOnlyProbePy(PyObject*, PyObject*) {
+  return PyCapsule_New(const_cast<TPReadOnlyProbe*>(&kReadOnlyProbe), TP_READ_ONLY_PROBE_CAPSULE, nullptr);
+}
 
-}  // namespace tensorplug::py
+PyObject* DTypeReaderPy(PyObject*, PyObject*) {
+  return PyCapsule_New(const_cast<DTypeReader*>(&kDTypeReader), kDTypeReaderCapsule, nullptr);
+}
+
+PyMethodDef kMethods[] = {
+    {"exchange_api", GuardedMethod<ExchangeApiPy>(), METH_NOARGS,
+     "exchange_api() -> the 'dlpack_exchange_api' capsule of numpy.ndarray (reads the array struct directly)"},
+    {"read_only_probe", GuardedMethod<ReadOnlyProbePy>(), METH_NOARGS,
+     "read_only_probe() -> a 'tensorplug.read_only_probe' capsule reading numpy's WRITEABLE flag"},
+    {"dtype_reader", GuardedMethod<DTypeReaderPy>(), METH_NOARGS,
+     "dtype_reader() -> a capsule of bool(PyObject* numpy dtype, DLDataType*) for other adapters' importers"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_exchange", "numpy's exchange table for tensorplug", -1, kMethods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__exchange(void) {
+  if (_import_array() < 0) return nullptr;  // imported with the plugin, when a numpy array is in hand
+  PyObject* core = PyImport_ImportModule("tensorplug._core");
+  PyObject* scratch = core ? PyObject_CallMethod(core, "call_scratch", nullptr) : nullptr;
+  Py_XDECREF(core);
+  if (scratch == nullptr) return nullptr;
+  g_scratch = static_cast<const TPCallScratch*>(PyCapsule_GetPointer(scratch, TP_CALL_SCRATCH_CAPSULE));
+  Py_DECREF(scratch);  // the core's capsule points at a static it keeps
+  if (g_scratch == nullptr) return nullptr;
+  return PyModule_Create(&kModule);
+}
