@@ -1,27 +1,24 @@
-// The native torch kernel: runs an exported tensorplug function as the dispatcher kernel of
-// a tensorplug.op, with no Python and no GIL between torch's dispatcher and the function.
+// The native torch kernel: runs a tensorplug op's call plan (tensorplug/plan.h) as its
+// dispatcher kernel, with no Python and no GIL between torch's dispatcher and the function.
 //
-// torch (>= 2.10) exports a stable C shim from libtorch: a boxed kernel
-// `void fn(StableIValue* stack, uint64_t num_args, uint64_t num_outputs)` is registered with
-// torch_library_impl, and tensors are read and made through aoti_torch_* accessors. These
-// are plain C symbols of the already-loaded libtorch, resolved here with dlsym at run time
-// (ShimTable): tensorplug compiles against no torch header, and one build serves every
-// torch version that has them. The prototypes and encodings below are facts from torch's
-// headers (torch/csrc/inductor/aoti_torch/c/shim.h, torch/csrc/stable/c/shim.h and
-// stableivalue_conversions.h), declared here.
+// torch (>= 2.10) registers a boxed C kernel `void fn(StableIValue* stack, uint64_t
+// num_args, uint64_t num_outputs)` with torch_library_impl, and its tensors are read and
+// made through the stable C shim (shim.h), resolved at run time: no torch header.
 //
-// As for the XLA handler (xla_ffi.cc), the boxed signature carries no user data: each op
-// is a plan in a slot, and each slot has a handler function of its own (HandlerAt). Per
-// call the handler turns the stack into the function's packed arguments (tensors as
-// DLTensor views of torch's tensors, scalars, optionals, lists, devices, dtypes), binds the
-// stream of the primary tensor's device and an allocator that allocates through torch
-// (aoti_torch_empty_strided), calls the function through the C ABI, checks each returned
-// tensor against the op's output rule (compiled into the plan: RuleProgram), and leaves
-// the results on the stack as torch tensors. An error becomes a C++ exception, which torch
-// raises as RuntimeError("<op>(): <kind>: <message>").
+// As for the XLA handler (the jax plugin's xla_ffi.cc), the boxed signature carries no user
+// data: each op is a plan in a slot, and each slot has a handler function of its own
+// (HandlerAt). Per call the handler turns the stack into the function's packed arguments
+// (tensors as DLTensor views of torch's tensors, scalars, optionals, lists, devices,
+// dtypes), and the call plan checks them, evaluates the output rule, binds the stream of
+// the primary tensor's device and an allocator that allocates through torch
+// (aoti_torch_empty_strided), calls the function and checks each returned tensor against
+// the rule; the results are left on the stack as torch tensors. An error becomes a C++
+// exception, which torch raises as RuntimeError("<op>(): <kind>: <message>").
 //
-// Over 500 lines: the shim table, the plan with its compiled output rule and the per-call
-// conversion share the encodings of the stack and are read together.
+// Over 500 lines: one idea, the op's kernel in torch's dispatcher, in its three entries --
+// the plain kernel (RunPlan), the Autograd kernel that chooses between it and the Python
+// formula (RunAutograd), the compiled bridge's (BridgeRun) -- and the Python functions
+// that define and register them; all share the slot table and the stack's encoding.
 #include <dlfcn.h>
 #include <malloc.h>
 
@@ -37,6 +34,7 @@
 #include <vector>
 
 #include "native.h"
+#include "shim.h"
 #include "tensorplug/dtype.h"
 #include "tensorplug/plan.h"
 
@@ -47,328 +45,6 @@ namespace {
 using tensorplug::DataTypeToString;
 using tensorplug::python::GuardedMethod;
 using tensorplug::python::PlanOfCapsule;
-
-// ------------------------------------------------------------- the shim ----
-// torch's types as the shim declares them: opaque handles, int32 error codes (0: success).
-using StableIValue = uint64_t;
-using AtenTensorHandle = void*;
-using TorchLibraryHandle = void*;
-using StableListHandle = void*;
-using StringHandle = void*;
-using ShimError = int32_t;
-using BoxedKernel = void (*)(StableIValue*, uint64_t, uint64_t);
-
-// The extension build version tensorplug states to torch_library_impl: the stack encoding
-// of torch 2.10 (lists as StableListHandle, strings as StringHandle, a device as
-// type << 32 | index), which later versions keep for kernels that state it.
-constexpr uint64_t kTorch210 = (uint64_t{2} << 56) | (uint64_t{10} << 48);
-
-struct ShimTable {
-  // Required (torch >= 2.10).
-  ShimError (*library_init_impl)(const char*, const char*, const char*, uint32_t, TorchLibraryHandle*);
-  ShimError (*library_impl)(TorchLibraryHandle, const char*, BoxedKernel, uint64_t);
-  ShimError (*delete_tensor_object)(AtenTensorHandle);
-  ShimError (*get_data_ptr)(AtenTensorHandle, void**);
-  ShimError (*get_dim)(AtenTensorHandle, int64_t*);
-  ShimError (*get_sizes)(AtenTensorHandle, int64_t**);
-  ShimError (*get_strides)(AtenTensorHandle, int64_t**);
-  ShimError (*get_dtype)(AtenTensorHandle, int32_t*);
-  ShimError (*get_device_type)(AtenTensorHandle, int32_t*);
-  ShimError (*get_device_index)(AtenTensorHandle, int32_t*);
-  ShimError (*empty_strided)(int64_t, const int64_t*, const int64_t*, int32_t, int32_t, int32_t, AtenTensorHandle*);
-  ShimError (*list_size)(StableListHandle, size_t*);
-  ShimError (*list_get_item)(StableListHandle, size_t, StableIValue*);
-  ShimError (*delete_list)(StableListHandle);
-  ShimError (*string_length)(StringHandle, size_t*);
-  ShimError (*string_c_str)(StringHandle, const char**);
-  ShimError (*delete_string)(StringHandle);
-  int32_t (*device_type_cpu)();
-  int32_t (*device_type_cuda)();
-  int32_t (*layout_strided)();
-  // Optional: absent in some versions or builds (nullptr then).
-  ShimError (*delete_stable_ivalue)(StableIValue*);  // 2.13; before, an optional's box is freed with delete
-  ShimError (*from_blob)(void*, int64_t, const int64_t*, const int64_t*, int64_t, int32_t, int32_t, int32_t,
-                         AtenTensorHandle*, int32_t, const uint8_t*, int64_t, void (*)(void*, void*),
-                         void*);                                     // 2.11: results not from the allocator
-  ShimError (*current_cuda_stream)(int32_t, void**);                // CUDA builds
-  // The native Autograd kernel's (RunAutograd); without any of them, none.
-  ShimError (*call_dispatcher)(const char*, const char*, StableIValue*, uint64_t);  // 2.10
-  bool (*grad_mode_is_enabled)();
-  const char* (*exception_what)();  // 2.13; the message of the exception a shim call caught
-  // c10::TensorImpl::requires_grad() const, exported by libc10 (mangled, called with the
-  // TensorImpl as `this`): the shim has no getter. An AtenTensorHandle points at an
-  // at::Tensor, whose one member is its TensorImpl pointer.
-  bool (*impl_requires_grad)(const void*);
-  // c10::impl::TorchDispatchModeTLS::any_modes_set(bool skip_infra_modes), libc10 (static).
-  bool (*any_dispatch_mode)(bool);
-  // torch::autograd::impl::bump_version(const at::Tensor&), libtorch_cpu (mangled; an
-  // AtenTensorHandle is the at::Tensor): what torch's own in-place ops call on the tensors
-  // they write. Throws c10::Error for an inference tensor outside InferenceMode. Without it
-  // the op keeps the Python kernel if it writes (native.py).
-  void (*bump_version)(AtenTensorHandle);
-};
-ShimTable g_shim{};
-std::atomic<bool> g_shim_ready{false};
-
-// torch's dtype codes (aoti_torch_dtype_*(), c10::ScalarType values) and their DLPack types.
-struct DTypePair {
-  int32_t torch;
-  DLDataType dl;
-};
-std::vector<DTypePair> g_dtypes;
-
-// The same, indexed by torch's code (read per tensor argument); bits 0: no DLPack type.
-constexpr int32_t kDTypeCodes = 64;
-std::array<DLDataType, kDTypeCodes> g_dl_of_torch_dtype{};
-// The shim's device type codes of the CPU and CUDA (functions of the shim; read once).
-int32_t g_torch_cpu = -1, g_torch_cuda = -1;
-
-bool DLFromTorchDType(int32_t code, DLDataType* out) {
-  if (code < 0 || code >= kDTypeCodes || g_dl_of_torch_dtype[code].bits == 0) return false;
-  *out = g_dl_of_torch_dtype[code];
-  return true;
-}
-bool TorchFromDLDType(DLDataType dl, int32_t* out) {
-  for (const DTypePair& p : g_dtypes) {
-    if (p.dl.code == dl.code && p.dl.bits == dl.bits && p.dl.lanes == dl.lanes) {
-      *out = p.torch;
-      return true;
-    }
-  }
-  return false;
-}
-
-// The shim's device type code as DLPack's, and back.
-int32_t DLDeviceOf(int32_t torch_type) {
-  if (torch_type == g_torch_cpu) return kDLCPU;
-  if (torch_type == g_torch_cuda) return kDLCUDA;
-  return -1;
-}
-int32_t TorchDeviceOf(int32_t dl_type) {
-  if (dl_type == kDLCPU) return g_torch_cpu;
-  if (dl_type == kDLCUDA || dl_type == kDLCUDAManaged) return g_torch_cuda;
-  return -1;
-}
-
-std::string DeviceText(DLDevice d) {
-  const char* name = d.device_type == kDLCPU ? "cpu" : d.device_type == kDLCUDA ? "cuda" : nullptr;
-  return (name ? std::string(name) : "device type " + std::to_string(d.device_type)) + ":" +
-         std::to_string(d.device_id);
-}
-
-std::string ShapeText(DLDataType dtype, int64_t ndim, const int64_t* shape) {
-  std::string text = DataTypeToString(dtype) + "[";
-  for (int64_t i = 0; i < ndim; ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
-// ------------------------------------------------------------ tensors ----
-// Owns one AtenTensorHandle (deleted with the handle when its deleter runs).
-struct TorchOwned {
-  DLManagedTensorVersioned managed;
-  AtenTensorHandle handle;
-};
-void TorchOwnedDeleter(DLManagedTensorVersioned* self) {
-  auto* owned = reinterpret_cast<TorchOwned*>(self);
-  g_shim.delete_tensor_object(owned->handle);
-  delete owned;
-}
-
-// A torch tensor as torch reports it, in DLPack's terms (sizes and strides borrowed: they
-// live as long as the tensor). The compiled torch bridge (torch_bridge.cc, its TensorFacts)
-// fills the same layout, mapping dtypes through g_dl_of_torch_dtype as ReadShim does.
-struct TensorFacts {
-  DLTensor view;              // data with the storage offset applied, byte_offset 0; dtype.bits 0
-                              // where DLPack has no such dtype, device_type 0 for other devices
-  int32_t torch_dtype;        // c10::ScalarType, for the message when view.dtype.bits is 0
-  int32_t torch_device_type;  // c10::DeviceType, for the message when view.device.device_type is 0
-  int32_t readable;           // 0 where torch refused (no storage, symbolic sizes)
-};
-
-// The compiled bridge's reader (torch's inline accessors, one call), set when the bridge is
-// attached; else ReadShim (the shim's seven calls).
-using BridgeRead = void (*)(const void* tensor, TensorFacts* out);
-std::atomic<BridgeRead> g_bridge_read{nullptr};
-
-// The facts of `h` through the shim (seven calls; the data pointer includes the storage offset).
-void ReadShim(AtenTensorHandle h, TensorFacts* out) {
-  int64_t ndim = 0;
-  int64_t* sizes = nullptr;
-  int64_t* strides = nullptr;
-  void* data = nullptr;
-  int32_t device_index = -1;  // a CPU tensor's is -1 (DLPack's 0): asked of the other devices only
-  out->torch_dtype = out->torch_device_type = -1;
-  out->readable = !(g_shim.get_dim(h, &ndim) || g_shim.get_sizes(h, &sizes) || g_shim.get_strides(h, &strides) ||
-                    g_shim.get_dtype(h, &out->torch_dtype) || g_shim.get_device_type(h, &out->torch_device_type) ||
-                    g_shim.get_data_ptr(h, &data) ||
-                    (out->torch_device_type != g_torch_cpu && g_shim.get_device_index(h, &device_index)));
-  DLDataType dl{0, 0, 0};
-  DLFromTorchDType(out->torch_dtype, &dl);
-  const int32_t dl_device = DLDeviceOf(out->torch_device_type);
-  const DLDevice device{static_cast<DLDeviceType>(dl_device < 0 ? 0 : dl_device), device_index < 0 ? 0 : device_index};
-  out->view = DLTensor{data, device, static_cast<int32_t>(ndim), dl, sizes, strides, 0};
-}
-
-// Whether `facts` describe a tensor tensorplug can pass (FactsError says why not).
-inline bool FactsOk(const TensorFacts& facts) {
-  return facts.readable && facts.view.dtype.bits != 0 && facts.view.device.device_type != 0 &&
-         facts.view.ndim <= TP_MAX_NDIM;
-}
-std::string FactsError(const TensorFacts& facts) {
-  if (!facts.readable) return "torch could not describe the tensor";
-  if (facts.view.dtype.bits == 0) return "torch dtype code " + std::to_string(facts.torch_dtype) + " has no DLPack equivalent";
-  if (facts.view.device.device_type == 0) {
-    return "tensors on torch device type " + std::to_string(facts.torch_device_type) + " are not supported";
-  }
-  return std::to_string(facts.view.ndim) + " dimensions; tensorplug takes at most " + std::to_string(TP_MAX_NDIM);
-}
-
-// Describe torch tensor `h` as `view`. False with *error set for a dtype or device DLPack
-// lacks.
-bool Describe(AtenTensorHandle h, DLTensor* view, std::string* error) {
-  TensorFacts facts;
-  if (BridgeRead read = g_bridge_read.load(std::memory_order_relaxed)) {
-    read(h, &facts);
-  } else {
-    ReadShim(h, &facts);
-  }
-  if (!FactsOk(facts)) {
-    *error = FactsError(facts);
-    return false;
-  }
-  *view = facts.view;
-  return true;
-}
-
-// A managed tensor owning `h` (moved in); nullptr with *error set (h deleted) on failure.
-DLManagedTensorVersioned* Own(AtenTensorHandle h, std::string* error) {
-  auto* owned = new (std::nothrow) TorchOwned{};
-  if (owned == nullptr) {
-    g_shim.delete_tensor_object(h);
-    *error = "out of memory";
-    return nullptr;
-  }
-  owned->handle = h;
-  if (!Describe(h, &owned->managed.dl_tensor, error)) {
-    g_shim.delete_tensor_object(h);
-    delete owned;
-    return nullptr;
-  }
-  owned->managed.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-  owned->managed.manager_ctx = owned;
-  owned->managed.deleter = TorchOwnedDeleter;
-  owned->managed.flags = 0;
-  return &owned->managed;
-}
-
-// The allocator bound while the kernel runs: Tensor::FromEnvAlloc allocates through torch.
-int TorchAllocatorImpl(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
-                   void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
-  int32_t dtype = 0;
-  const int32_t device_type = TorchDeviceOf(prototype->device.device_type);
-  if (!TorchFromDLDType(prototype->dtype, &dtype) || device_type < 0) {
-    const std::string message = "torch cannot allocate " + DataTypeToString(prototype->dtype) + " on " +
-                                DeviceText(prototype->device);
-    set_error(error_ctx, "TypeError", message.c_str());
-    return -1;
-  }
-  int64_t compact[TP_MAX_NDIM];
-  const int64_t* strides = prototype->strides;
-  if (strides == nullptr) {
-    int64_t step = 1;
-    for (int32_t i = prototype->ndim - 1; i >= 0; --i) {
-      compact[i] = step;
-      step *= prototype->shape[i] > 1 ? prototype->shape[i] : 1;
-    }
-    strides = compact;
-  }
-  AtenTensorHandle h = nullptr;
-  if (g_shim.empty_strided(prototype->ndim, prototype->shape, strides, dtype, device_type,
-                           prototype->device.device_id, &h) != 0) {
-    set_error(error_ctx, "MemoryError", ("torch could not allocate " + ShapeText(prototype->dtype, prototype->ndim,
-                                                                                    prototype->shape)).c_str());
-    return -1;
-  }
-  // The new tensor is what was asked for: only its memory and torch's shape and stride
-  // arrays (borrowed, alive with the tensor) are read back.
-  void* data = nullptr;
-  int64_t* sizes = nullptr;
-  int64_t* tensor_strides = nullptr;
-  if (g_shim.get_data_ptr(h, &data) || g_shim.get_sizes(h, &sizes) || g_shim.get_strides(h, &tensor_strides)) {
-    g_shim.delete_tensor_object(h);
-    set_error(error_ctx, "RuntimeError", "torch could not describe the tensor it allocated");
-    return -1;
-  }
-  auto* owned = new (std::nothrow) TorchOwned{};
-  if (owned == nullptr) {
-    g_shim.delete_tensor_object(h);
-    set_error(error_ctx, "MemoryError", "out of memory");
-    return -1;
-  }
-  owned->handle = h;
-  owned->managed.dl_tensor = DLTensor{data, prototype->device, prototype->ndim, prototype->dtype, sizes, tensor_strides, 0};
-  owned->managed.version = DLPackVersion{DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-  owned->managed.manager_ctx = owned;
-  owned->managed.deleter = TorchOwnedDeleter;
-  owned->managed.flags = 0;
-  *out = &owned->managed;
-  return 0;
-}
-
-// Called from the kernel (C ABI): no C++ exception may leave it.
-int TorchAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
-                   void (*set_error)(void* error_ctx, const char* kind, const char* message)) noexcept {
-  try {
-    return TorchAllocatorImpl(prototype, out, error_ctx, set_error);
-  } catch (...) {
-    set_error(error_ctx, "MemoryError", "out of memory");
-    return -1;
-  }
-}
-
-// A torch tensor for a returned managed tensor (consumed): the allocator's tensor itself,
-// else (torch >= 2.11) a torch tensor over its memory that runs its deleter when freed.
-AtenTensorHandle ToTorch(DLManagedTensorVersioned* managed, std::string* error) {
-  if (managed->deleter == TorchOwnedDeleter) {
-    auto* owned = reinterpret_cast<TorchOwned*>(managed);
-    AtenTensorHandle h = owned->handle;
-    delete owned;
-    return h;
-  }
-  const DLTensor& t = managed->dl_tensor;
-  int32_t dtype = 0;
-  const int32_t device_type = TorchDeviceOf(t.device.device_type);
-  if (g_shim.from_blob == nullptr || !TorchFromDLDType(t.dtype, &dtype) || device_type < 0) {
-    *error = g_shim.from_blob == nullptr ? "returned a tensor it did not allocate with Tensor::FromEnvAlloc (torch "
-                                           "before 2.11 cannot take it)"
-                                         : "returned a " + DataTypeToString(t.dtype) + " tensor on " +
-                                               DeviceText(t.device) + ", which torch has no type for";
-    if (managed->deleter) managed->deleter(managed);
-    return nullptr;
-  }
-  int64_t compact[TP_MAX_NDIM];
-  const int64_t* strides = t.strides;
-  if (strides == nullptr) {
-    int64_t step = 1;
-    for (int32_t i = t.ndim - 1; i >= 0; --i) {
-      compact[i] = step;
-      step *= t.shape[i] > 1 ? t.shape[i] : 1;
-    }
-    strides = compact;
-  }
-  AtenTensorHandle h = nullptr;
-  auto release = [](void*, void* ctx) {
-    auto* m = static_cast<DLManagedTensorVersioned*>(ctx);
-    if (m->deleter) m->deleter(m);
-  };
-  if (g_shim.from_blob(static_cast<char*>(t.data) + t.byte_offset, t.ndim, t.shape, strides, 0, dtype, device_type,
-                       t.device.device_id, &h, g_shim.layout_strided(), nullptr, 0, release, managed) != 0) {
-    *error = "torch could not wrap the returned tensor";
-    if (managed->deleter) managed->deleter(managed);
-    return nullptr;
-  }
-  return h;
-}
 
 // -------------------------------------------------------------- plans ----
 // The parameter kinds are the call plan's (tensorplug/plan.h).
