@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 _core.set_device_class(Device)
 _core.set_signature_builder(_signature.build)
 _core.set_resolver(_registry.registry.resolve)
+_core.set_scalar_resolver(_registry.registry.scalar_kind)
 
 
 def _tvm_ffi():

@@ -214,6 +214,14 @@ class _Registry:
             self.loaded = True
             _core.clear_adapter_cache()
 
+    def scalar_kind(self, scalar_type: type) -> str | None:
+        """What the adapters say ``scalar_type`` is (``tensorplug_scalar_kind``): ``"bool"`` or None."""
+        self.ensure_loaded()
+        kind = self.pm.hook.tensorplug_scalar_kind(scalar_type=scalar_type)
+        if kind not in (None, "bool"):
+            raise TypeError(f"tensorplug_scalar_kind must return 'bool' or None, got {kind!r}")
+        return kind
+
     def resolve(self, tensor_type: type):
         """Called by the core on the first argument of a new type."""
         self.ensure_loaded()

@@ -40,6 +40,18 @@ def tensorplug_exchange_table(tensor_type: type):
 
 
 @hookspec(firstresult=True)
+def tensorplug_scalar_kind(scalar_type: type):
+    """Return ``"bool"`` when instances of ``scalar_type`` (a framework's scalar type that is
+    neither a Python bool, int or float nor a ``numbers.Number``, such as numpy's ``bool_``)
+    are bools where a function takes a bool, else None.
+
+    Asked once per type, when a value of it is passed for a scalar parameter; the answer is
+    cached in the compiled core. A bool type so declared is refused where an int or a float
+    is expected, as Python's bool is.
+    """
+
+
+@hookspec(firstresult=True)
 def tensorplug_output_table(framework: str):
     """Return the :class:`tensorplug.ExchangeTable` used to return tensors as
     ``framework`` (the adapter's name) under ``tensorplug.output_framework(framework)``,

@@ -181,7 +181,7 @@ int PyToObject(DLManagedTensorVersioned* managed, void** out) {
                                                              : nullptr;
   if (allocated && LookupAdapter(Py_TYPE(allocated)) == ActivePythonTable()) {
     // The framework's own object: hand it back. (An allocator may also return another
-    // type, e.g. jax allocates CPU memory with numpy; that goes through from_dlpack.)
+    // type, e.g. a framework that allocates CPU memory with another's; that goes through from_dlpack.)
     *out = Py_NewRef(allocated);
     managed->deleter(managed);
     rc = 0;

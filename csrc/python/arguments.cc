@@ -91,7 +91,7 @@ int ToDevice(PyObject* obj, DLDevice* out) {
     text = index == Py_None ? PyUnicode_FromFormat("%U", PyTuple_GET_ITEM(obj, 0))
                             : PyUnicode_FromFormat("%U:%S", PyTuple_GET_ITEM(obj, 0), index);
   } else {
-    text = PyObject_Str(obj);  // tensorplug.Device, "cuda:0", torch.device, ...
+    text = PyObject_Str(obj);  // tensorplug.Device, "cuda:0", a framework's device, ...
   }
   if (!text) return -2;
   const char* s = PyUnicode_AsUTF8(text);
@@ -109,7 +109,7 @@ int ToDevice(PyObject* obj, DLDevice* out) {
                    int(INT32_MAX));
       rc = -1;
     } else if (!PyUnicode_Check(obj) && IsDeviceLike(s, colon)) {
-      // A framework's device object of a type DLPack has no code for (torch.device('meta')):
+      // A framework's device object of a type DLPack has no code for (a "meta" device):
       // a device, but not one a kernel can be given.
       const std::string type_name = colon ? std::string(s, size_t(colon - s)) : std::string(s);
       PyErr_Format(PyExc_ValueError, "%s '%s' is a device tensorplug cannot pass: '%s' is not a DLPack device type",
@@ -122,7 +122,7 @@ int ToDevice(PyObject* obj, DLDevice* out) {
 }
 
 int ToDType(PyObject* obj, DLDataType* out) {
-  PyObject* text = PyObject_Str(obj);  // "float32", numpy.dtype, torch.float32, ...
+  PyObject* text = PyObject_Str(obj);  // "float32", a framework's dtype object, ...
   if (!text) return -1;
   const char* s = PyUnicode_AsUTF8(text);
   bool ok = s && DTypeFromString(s, out);
@@ -282,10 +282,10 @@ bool ConvertAny(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const
   if (AdapterTable* table = LookupAdapter(type)) return ConvertTensorWith(table, false, f, frame, i, obj, param);
   if (PyErr_Occurred()) return AnnotateError(f, i, param), false;
   if (PyCallable_Check(obj)) return ConvertCallable(f, frame, i, obj, param);
-  // Other numbers (numpy scalars): a bool, an int or a float, as their typed parameters take them.
+  // Other numbers (frameworks' scalars): a bool, an int or a float, as their typed parameters take them.
   if (PyFloat_Check(obj)) return ConvertFloat(f, frame, i, obj, param);
   if (PyLong_Check(obj)) return ConvertInt(f, frame, i, obj, param);
-  if (IsNumpyBool(obj)) return ConvertBool(f, frame, i, obj, param);
+  if (IsDeclaredBool(obj)) return ConvertBool(f, frame, i, obj, param);
   for (ScalarKind kind : {ScalarKind::kInt, ScalarKind::kFloat}) {
     PyObject* abc = NumbersAbc(kind);
     int is_number = abc ? PyObject_IsInstance(obj, abc) : -1;

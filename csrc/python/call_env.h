@@ -52,7 +52,7 @@ struct PythonTableScope {
 
 // ------------------------------------------------- per-thread call scratch ----
 // Stack-like arena for data that must live until the current call returns (element
-// strides of numpy views). The call frame records a mark and rewinds to it.
+// strides an adapter converts from byte strides). The call frame records a mark and rewinds to it.
 struct ScratchMark {
   int32_t block;
   int32_t offset;

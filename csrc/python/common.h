@@ -42,8 +42,8 @@ DLManagedTensorVersioned* WithExplicitStrides(DLManagedTensorVersioned* managed)
 // How the core tells whether an imported tensor may be written.
 enum class ReadOnlyPolicy : int32_t {
   kNever = 0,   // the framework's tensors are mutable
-  kAlways = 1,  // immutable arrays (jax)
-  kProbe = 2,   // ask is_read_only(obj) per object (numpy's WRITEABLE flag)
+  kAlways = 1,  // immutable arrays
+  kProbe = 2,   // ask is_read_only(obj) per object (a writeable flag)
 };
 
 // One resolved exchange table. Created once per (adapter, table) and never freed:
@@ -55,14 +55,14 @@ struct AdapterTable {
   ReadOnlyPolicy read_only = ReadOnlyPolicy::kNever;
   int (*is_read_only)(PyObject* obj) = nullptr;
   // Asked with each tensor before it enters a kernel or a tensorplug.Tensor: a tensor whose
-  // memory does not hold its values (torch's lazy conjugate and negative bits, which DLPack
+  // memory does not hold its values (a framework's lazy conjugate and negative bits, which DLPack
   // cannot carry) is refused. nullptr: the framework has no such tensors.
   const TPLazyViewProbe* lazy_views = nullptr;
   // Told of each tensor a kernel will write (an "mview" argument or item), after its checks,
-  // before the call: torch bumps the tensor's autograd version counter, as its own in-place
+  // before the call: a framework bumps the tensor's autograd version counter, as its own in-place
   // ops do. nullptr: nothing to tell.
   const TPWriteHook* writes = nullptr;
-  // False for frameworks that cannot import negative strides (torch aborts the
+  // False for frameworks that cannot import negative strides (some abort the
   // process): the core refuses such tensors before handing them over.
   bool negative_strides = true;
   // Set for tables built from Python callables: their C functions find the callables
@@ -129,7 +129,7 @@ constexpr const char kLazyViewExpected[] = TP_LAZY_VIEW_EXPECTED;
 // prefix the argument), or the probe's own error. Always false.
 bool RefuseLazyView(int rc, const char* what);
 // True when `obj` may enter a kernel as its memory: a flag read for tables without a
-// probe, one C call (torch: two reads of the tensor's key set) for those with one. False
+// probe, one C call for those with one. False
 // with a Python error set otherwise.
 inline bool HoldsItsValues(const AdapterTable* table, PyObject* obj) {
   if (!table->lazy_views) return true;
@@ -167,7 +167,7 @@ bool DTypeFromString(const char* s, DLDataType* out);
 // What a dtype argument accepts, for messages: "expected " kDTypeExpected ", got ...".
 constexpr const char kDTypeExpected[] =
     "a dtype: bool, int8/16/32/64, uint8/16/32/64, float16/32/64, bfloat16, complex64/128, a float8 kind "
-    "(float8_e4m3fn, float8_e5m2, ...) or a framework's dtype (numpy.float32, torch.float32)";
+    "(float8_e4m3fn, float8_e5m2, ...) or a framework's dtype whose str() ends in one of them";
 bool DeviceFromString(const char* s, DLDevice* out);
 const char* DeviceTypeName(int32_t device_type);
 int32_t DeviceTypeFromName(const std::string& name);

@@ -24,8 +24,10 @@ enum class ScalarKind { kInt, kFloat, kBool };
 // numbers.Integral / numbers.Real (stdlib; imported on the first non-builtin number); a
 // borrowed reference, nullptr with an error set when the import fails.
 PyObject* NumbersAbc(ScalarKind kind);
-// numpy.bool_, found only when numpy is already imported (a numpy bool implies it is).
-bool IsNumpyBool(PyObject* obj);
+// A scalar an adapter declares a bool (tensorplug_scalar_kind), asked once per type.
+bool IsDeclaredBool(PyObject* obj);
+// The registry's tensorplug_scalar_kind (set once, at import).
+void SetScalarResolver(PyObject* resolver);
 // What a scalar parameter accepts beyond Python's own numbers (docs/calling.md, "Numbers").
 bool ConvertNumberSlow(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param,
                        ScalarKind kind);

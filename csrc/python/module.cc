@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "call_env.h"
+#include "converters.h"
 #include "function_object.h"
 #include "handle_object.h"
 #include "tensorplug/vocabulary.h"
@@ -124,6 +125,12 @@ PyObject* ListGlobalFuncNames(PyObject*, PyObject*) {
 
 PyObject* SetResolverPy(PyObject*, PyObject* fn) {
   SetResolver(fn == Py_None ? nullptr : fn);
+  Py_RETURN_NONE;
+}
+
+PyObject* SetScalarResolverPy(PyObject*, PyObject* fn) {
+  if (!PyCallable_Check(fn)) return PyErr_Format(PyExc_TypeError, "set_scalar_resolver(): expected a callable");
+  SetScalarResolver(fn);
   Py_RETURN_NONE;
 }
 
@@ -320,6 +327,8 @@ PyMethodDef kMethods[] = {
     {"remove_global_func", GuardedMethod<RemoveGlobalFunc>(), METH_O, "remove_global_func(name)"},
     {"list_global_func_names", GuardedMethod<ListGlobalFuncNames>(), METH_NOARGS, "sorted names of global functions"},
     {"set_resolver", GuardedMethod<SetResolverPy>(), METH_O, "set_resolver(fn): fn(type) -> adapter table capsule | None"},
+    {"set_scalar_resolver", GuardedMethod<SetScalarResolverPy>(), METH_O,
+     "set_scalar_resolver(fn): fn(type) -> 'bool' | None (tensorplug_scalar_kind)"},
     {"clear_adapter_cache", GuardedMethod<ClearCachePy>(), METH_NOARGS, "forget every per-type adapter"},
     {"make_python_table", GuardedMethod<MakePythonTablePy>(), METH_VARARGS,
      "make_python_table(to_dlpack, from_dlpack, current_stream, allocate, importer=None) -> exchange API capsule"},

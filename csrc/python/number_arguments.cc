@@ -1,8 +1,9 @@
 // Argument conversion of numbers: int, float and bool parameters (Python's own numbers on
-// the fast paths; numpy scalars, numbers.Integral/Real and 0-d CPU arrays by the rule of
+// the fast paths; frameworks' scalars, numbers.Integral/Real and 0-d CPU arrays by the rule of
 // docs/calling.md, "Numbers"), and int arrays ("ints").
 #include <cstring>
 #include <string>
+#include <unordered_map>
 
 #include "call_env.h"
 #include "converters.h"
@@ -14,7 +15,7 @@ namespace tensorplug::py {
 // accepts is decided in the slow paths below.
 
 // Python's own int/float/bool take the fast paths; everything else a scalar parameter
-// accepts (numpy scalars, numbers.Integral/Real, 0-d CPU arrays) is decided in the slow
+// accepts (frameworks' scalars, numbers.Integral/Real, 0-d CPU arrays) is decided in the slow
 // paths below, by the rule of docs/calling.md ("Numbers").
 
 namespace {
@@ -42,19 +43,31 @@ PyObject* NumbersAbc(ScalarKind kind) {
   return kind == ScalarKind::kInt ? integral : real;
 }
 
-bool IsNumpyBool(PyObject* obj) {
-  static PyTypeObject* numpy_bool = nullptr;
-  if (!numpy_bool) {
-    if (std::strncmp(Py_TYPE(obj)->tp_name, "numpy.", 6) != 0) return false;
-    static PyObject* const name = PyUnicode_InternFromString("numpy");
-    PyObject* numpy = PyImport_GetModule(name);
-    if (!numpy) return PyErr_Clear(), false;
-    PyObject* type = PyObject_GetAttrString(numpy, "bool_");
-    Py_DECREF(numpy);
-    if (!type || !PyType_Check(type)) return Py_XDECREF(type), PyErr_Clear(), false;
-    numpy_bool = reinterpret_cast<PyTypeObject*>(type);  // kept for the process
+namespace {
+PyObject* g_scalar_resolver = nullptr;  // callable(type) -> "bool" or None (tensorplug_scalar_kind)
+}  // namespace
+
+void SetScalarResolver(PyObject* resolver) {
+  Py_XINCREF(resolver);
+  Py_XSETREF(g_scalar_resolver, resolver);
+}
+
+bool IsDeclaredBool(PyObject* obj) {
+  PyTypeObject* type = Py_TYPE(obj);
+  if (type == &PyLong_Type || type == &PyFloat_Type || g_scalar_resolver == nullptr) return false;
+  // The answer per type, kept with a reference to the type (its address is never reused).
+  static auto* answers = new std::unordered_map<PyTypeObject*, bool>();
+  if (auto it = answers->find(type); it != answers->end()) return it->second;
+  PyObject* kind = PyObject_CallOneArg(g_scalar_resolver, reinterpret_cast<PyObject*>(type));
+  if (kind == nullptr) {
+    PyErr_Clear();  // a failing adapter: the value is not a declared bool (its own error shows no better)
+    return false;
   }
-  return Py_TYPE(obj) == numpy_bool;
+  const bool is_bool = PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "bool") == 0;
+  Py_DECREF(kind);
+  Py_INCREF(type);
+  answers->emplace(type, is_bool);
+  return is_bool;
 }
 
 namespace {
@@ -155,7 +168,7 @@ bool ReadZeroDim(AdapterTable* table, FunctionObject* f, int i, PyObject* obj, c
 [[gnu::noinline]] bool ConvertNumberSlow(FunctionObject* f, CallFrame& frame, int i, PyObject* obj,
                                           const Param* param, ScalarKind kind) {
   TPAny& out = frame.packed[i];
-  const bool is_bool = Py_TYPE(obj) == &PyBool_Type || IsNumpyBool(obj);
+  const bool is_bool = Py_TYPE(obj) == &PyBool_Type || IsDeclaredBool(obj);
   if (kind == ScalarKind::kBool) {
     if (is_bool) {
       out.type_index = kTPBool;
@@ -232,13 +245,13 @@ bool ConvertBool(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, cons
 
 namespace {
 
-// One item of an int array: a Python int, or a numbers.Integral (numpy integer scalar); not a bool.
+// One item of an int array: a Python int, or a numbers.Integral (a framework's integer scalar); not a bool.
 bool ItemToInt64(FunctionObject* f, int i, const Param* param, int item, PyObject* e, int64_t* out) {
   PyObject* index = nullptr;
   if (PyLong_Check(e) && Py_TYPE(e) != &PyBool_Type) {
     *out = PyLong_AsLongLong(e);
   } else {
-    if (Py_TYPE(e) == &PyBool_Type || IsNumpyBool(e)) return ArgError(f, i, param, "an int", e, item), false;
+    if (Py_TYPE(e) == &PyBool_Type || IsDeclaredBool(e)) return ArgError(f, i, param, "an int", e, item), false;
     PyObject* abc = NumbersAbc(ScalarKind::kInt);
     int is_int = abc ? PyObject_IsInstance(e, abc) : -1;
     if (is_int < 0) return AnnotateError(f, i, param, item), false;
@@ -254,7 +267,7 @@ bool ItemToInt64(FunctionObject* f, int i, const Param* param, int item, PyObjec
 
 }  // namespace
 
-// An int64 array ("ints"): a list or tuple of ints (torch.Size is a tuple), or a 1-d integer
+// An int64 array ("ints"): a list or tuple of ints (a framework's size type may be a tuple), or a 1-d integer
 // array on the CPU. A contiguous int64 array is passed in place; anything else is copied
 // into the call's scratch arena.
 bool ConvertInts(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
@@ -269,7 +282,7 @@ bool ConvertInts(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, cons
     }
     int64_t* data = n ? ScratchAlloc(int32_t(n)) : head;
     if (!data) return PyErr_NoMemory(), AnnotateError(f, i, param), false;
-    // Items are read by index each time: a numpy scalar's __index__ cannot shrink a tuple, and
+    // Items are read by index each time: a scalar's __index__ cannot shrink a tuple, and
     // a list is re-checked for its size.
     for (Py_ssize_t k = 0; k < n; ++k) {
       if (k >= PySequence_Fast_GET_SIZE(obj)) {

@@ -1,8 +1,8 @@
 // tensorplug._core.OpCall: the call of a tensorplug.Op, in C.
 //
 // tensorplug.Op (core/tensorplug/ops.py) subclasses this type and keeps its `_impls` and
-// `function` here. Its Python `__call__` is the call as graph tracers read it (torch.compile
-// inlines it to find torch's operator); a plain call runs the same loop here, without a
+// `function` here. Its Python `__call__` is the call as graph tracers read it (a framework's
+// compiler inlines it to find the framework's operator); a plain call runs the same loop here, without a
 // Python frame, a tuple for *args and a dict for **kwargs (about 1,500 instructions per
 // call, benchmarks/README.md). A `__call__` in a class body makes CPython run it for every
 // call, so `op_call_install(Op)` points the class's call slot back here once Python has

@@ -88,7 +88,7 @@ bool ConvertTensor(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, co
 namespace {
 
 // "axpy() argument 3 'out': expected a writable tensor (the kernel writes it), got a
-// read-only numpy array" (the adapter's name, when the table has one).
+// read-only <adapter> array" (the adapter's name, when the table has one).
 bool RefuseReadOnly(FunctionObject* f, int i, const Param* param, int item, const AdapterTable* table) {
   const std::string label = ArgLabel(i, param, item);
   if (table && table->name) {
@@ -122,8 +122,8 @@ namespace {
 }  // namespace
 
 // A tensor the kernel writes ("mview"): a view, refused before the call when the caller
-// lent it read-only (a jax array, a numpy array without WRITEABLE) or its elements overlap;
-// once accepted, its adapter's write hook is told (torch bumps its version counter).
+// lent it read-only (an immutable framework's array, one its probe reports read-only) or its elements overlap;
+// once accepted, its adapter's write hook is told (a framework may bump a version counter).
 // The frame releases the export on failure.
 bool ConvertMView(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, const Param* param) {
   AdapterTable* table = LookupAdapter(Py_TYPE(obj));
@@ -137,7 +137,7 @@ bool ConvertMView(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, con
   if (Overlap overlap = ElementsOverlap(view); overlap != Overlap::kNone) {
     return RefuseOverlap(f, i, param, -1, view, overlap);
   }
-  // Last, once the tensor is accepted: torch bumps its version counter (common.h, WriteHook).
+  // Last, once the tensor is accepted: the adapter's write hook (common.h, WriteHook).
   if (table->writes && table->writes->will_write(table->writes, obj) != 0) return AnnotateError(f, i, param), false;
   return true;
 }
@@ -224,7 +224,7 @@ bool ConvertMViews(FunctionObject* f, CallFrame& frame, int i, PyObject* obj, co
     if (Overlap overlap = ElementsOverlap(view); overlap != Overlap::kNone) {
       return RefuseOverlap(f, i, param, int(k), view, overlap);
     }
-    // Accepted: torch bumps its version counter (common.h, WriteHook).
+    // Accepted: the adapter's write hook (common.h, WriteHook).
     if (table && table->writes && table->writes->will_write(table->writes, item) != 0) return AnnotateError(f, i, param, int(k)), false;
   }
   return true;

@@ -1,4 +1,4 @@
-"""numpy adapter: the core's C table reads the array struct (no ``__dlpack__`` round trip).
+"""numpy adapter: the plugin's C table (exchange.cc) reads the array struct (no ``__dlpack__`` round trip).
 
 Read-only arrays enter kernels flagged read-only; tensors allocated during a call are
 ordinary ``numpy.ndarray`` objects owning their memory.
@@ -34,6 +34,13 @@ def tensorplug_exchange_table(tensor_type):
     if np is not None and issubclass(tensor_type, np.ndarray):
         return _numpy_table()
     return None
+
+
+@hookimpl
+def tensorplug_scalar_kind(scalar_type):
+    # numpy.bool_ is a bool where a function takes one (and, as Python's bool, not an int).
+    np = sys.modules.get("numpy")
+    return "bool" if np is not None and scalar_type is np.bool_ else None
 
 
 @hookimpl
