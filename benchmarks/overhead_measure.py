@@ -9,6 +9,9 @@ the same empty ``noop()`` bound with nanobind (``kernels_nanobind.cc``): the flo
 binding sets for a plain call. The implementations are interleaved within each repeat (and
 the order reversed on every other repeat) so that drift in machine speed hits all of them
 alike. See README.md.
+
+Over 500 lines: one idea, the measurement, whose cases, kernels and loops are read together
+(each case names its kernels and the loop that times them).
 """
 
 from __future__ import annotations

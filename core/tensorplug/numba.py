@@ -11,6 +11,9 @@ and usable as a :func:`tensorplug.op` inside ``torch.compile`` and ``jax.jit``: 
 runs in a call.
 
 Importing this module imports Numba; ``import tensorplug`` does not import it.
+
+Over 500 lines: one idea, the generated entry point, whose argument checks, array views and
+result allocation are emitted together and must agree with each other.
 """
 
 from __future__ import annotations

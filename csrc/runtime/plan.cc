@@ -1,6 +1,9 @@
 // The call plan (tensorplug/plan.h): what every framework's op kernel shares -- the
 // declared facts checked once, the output rule evaluated, the written arguments checked,
 // the stream and allocator bound around the call, the results checked.
+//
+// Over 500 lines: one idea, the plan, whose checks when it is made (SpecCheck) are what let
+// the per-call evaluation (EvalDim, EvalRule) run without re-checking; they are read together.
 #include "runtime_internal.h"  // first: exports the TP_API functions
 #include "tensorplug/plan.h"
 

@@ -2,7 +2,9 @@
 host library embeds per-ISA variants of a kernel library (kind `shared_library`, loaded
 from memory), a PTX module (kind `ptx`), a cubin (kind `cubin`), or a module of a kind a
 runtime registers; its
-Module finds the functions of every imported module. Every library is a real build."""
+Module finds the functions of every imported module. Every library is a real build.
+
+Over 500 lines: one feature, the embedded binary, whose kinds share the host builds below."""
 
 import ctypes
 import os

@@ -1,7 +1,9 @@
 """The kernel hub (docs/hub.md) with real builds: one library compiled for x86-64 and
 x86-64-v3, a copy of it marked as an aarch64 build (its ELF header says so; this machine
 cannot run it), and one compiled against the headers of another tensorplug ABI; published to
-a temporary directory and served from a loopback HTTP server that each test starts and stops."""
+a temporary directory and served from a loopback HTTP server that each test starts and stops.
+
+Over 500 lines: one feature, the hub, whose builds and server fixtures every test here shares."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """The hub and the build caches as an attacker or an unlucky operator meets them (issue 38):
 files swapped between check and load, caches another user can write, servers that redirect,
 drip or lie, malformed indexes and locks, concurrent publishers, signed sites and vendoring.
-Builds and layouts come from tests/hub/test_hub.py's fixtures; servers listen on 127.0.0.1 only."""
+Builds and layouts come from tests/hub/test_hub.py's fixtures; servers listen on 127.0.0.1 only.
+
+Over 500 lines: one feature, what the hub trusts, whose attacks share these fixtures."""
 
 from __future__ import annotations
 

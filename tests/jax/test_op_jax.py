@@ -1,4 +1,6 @@
-"""tensorplug ops inside jax: jax.jit, vmap and grad through the core's XLA FFI handler (real jax, CPU)."""
+"""tensorplug ops inside jax: jax.jit, vmap and grad through the jax plugin's XLA FFI handler (real jax, CPU).
+
+Over 500 lines: one feature, ops in jax, whose kernels (SOURCE) every test here shares."""
 
 import os
 import shutil

@@ -7,6 +7,8 @@
 // TVMFFIAny values, binds tvm-ffi's environment (allocator, streams) to tensorplug's for the
 // call, calls the function, restores the environment, and converts the result or the raised
 // error back. No core rebuild: everything here goes through the two projects' C ABIs.
+// Over 500 lines: one idea, the conversion between the two conventions, in both directions
+// (arguments, environment, results, errors), which must be read side by side.
 //
 // Arguments, by TPAny tag (the signature chose the tag):
 //   kTPDLTensorPtr (view, mview)  -> kTVMFFIDLTensorPtr: the caller's DLTensor, no copy; for

@@ -3,6 +3,9 @@
  * from C++ and wrapping typed C++ callables into them (Function::FromTyped). The casters
  * of Any and Function live here; every other type's in caster.h. The export macros are in
  * export.h.
+ *
+ * Over 500 lines: one idea, a packed function seen from C++ (calling one, making one from a
+ * typed callable), whose two directions share the argument casting and are read together.
  */
 #ifndef TENSORPLUG_FUNCTION_H_
 #define TENSORPLUG_FUNCTION_H_

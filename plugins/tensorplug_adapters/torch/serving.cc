@@ -6,14 +6,16 @@
 // headers of the torch in hand and tensorplug's public C headers only
 // (tensorplug_adapters.torch.serving.build, cached per torch version).
 //
-// The kernel here is a narrower plan than the Python process's (csrc/python/torch_native.cc,
-// which lives in tensorplug's Python extension and so cannot be loaded here): parameters are
+// The kernel here is a narrower plan than the Python process's (kernel.cc, in the plugin's
+// Python extension module, which cannot be loaded here): parameters are
 // tensors (optional too; a contiguous= one passed as a compact copy where it is not), ints,
 // floats and bools; results are new tensors, allocated
 // through torch while the call runs; the output rule is checked as far as the record's
 // compiled form reaches (aoti._rule_program); the CPU key only (no CUDA stream is
-// bound, no Autograd kernel, no fake kernel: a package's proxy executor needs none). One call
-// plan in csrc/runtime (issue 41) would let both kernels share one.
+// bound, no Autograd kernel, no fake kernel: a package's proxy executor needs none).
+//
+// Over 500 lines: one idea, a package's ops in a process without Python, from the record
+// read to the kernels registered; each step checks what the next one relies on.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
