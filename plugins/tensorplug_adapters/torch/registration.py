@@ -382,7 +382,7 @@ def _functionalize(torch, op, functionalizable):
     torch auto-functionalizes only ops without a Functionalize kernel.
     """
     # torch's own functionalization API, internal in torch 2.13 (no public one exists);
-    # tests/test_op_functionalize.py pins what is used of it.
+    # tests/torch/test_op_functionalize.py pins what is used of it.
     from torch._C._functorch import TransformType, peek_interpreter_stack
     from torch._functorch.pyfunctorch import FunctionalizeInterpreter
     from torch._higher_order_ops.auto_functionalize import auto_functionalized
