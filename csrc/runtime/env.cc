@@ -14,9 +14,10 @@
 #include "tensorplug/tensor.h"
 
 using tensorplug::runtime::Fail;
+using tensorplug::runtime::ThreadEnv;
+using tensorplug::runtime::tls_env;
 
-namespace {
-
+namespace tensorplug::runtime {
 // A thread sees few devices, so a short array scanned linearly beats a hash map.
 struct StreamEntry {
   int32_t device_type;
@@ -26,17 +27,13 @@ struct StreamEntry {
 struct StreamTable {
   std::vector<StreamEntry> entries;
 };
-// Initial-exec TLS: every call from Python reads and restores these, and the
-// general-dynamic model would cost a __tls_get_addr call per access. Only pointer-sized
-// variables live in static TLS; the table itself is on the heap.
-#define TP_FAST_TLS __attribute__((tls_model("initial-exec")))
-// One struct: a function that reads or writes several of them finds it once.
-struct ThreadEnv {
-  StreamTable* streams;
-  DLPackManagedTensorAllocator allocator;
-  TPLentTensors* lent;
-};
-thread_local ThreadEnv tls_env TP_FAST_TLS = {nullptr, nullptr, nullptr};
+__thread ThreadEnv tls_env TP_FAST_TLS = {nullptr, nullptr, nullptr};
+}  // namespace tensorplug::runtime
+
+using tensorplug::runtime::StreamEntry;
+using tensorplug::runtime::StreamTable;
+
+namespace {
 
 // ---- default CPU allocator: one malloc holding the header, shape, strides and data ----
 constexpr size_t kDataAlignment = 64;

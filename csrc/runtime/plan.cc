@@ -387,6 +387,10 @@ bool CheckArguments(const TPPlanObj& plan, const TPAny* args) {
 // The function's result against the declaration: the number of tensors, and each one's
 // shape, dtype and device where `expected` holds them.
 int CheckResult(const TPPlanObj& plan, const TPTensorSpec* expected, TPAny* result) {
+  if (result->type_index == kTPTensor && plan.num_outputs == 1 && (expected == nullptr || plan.outputs.empty())) {
+    return 0;  // the common case: one tensor, its shape the caller's to check
+  }
+  if (result->type_index == kTPNone && plan.num_outputs == 0) return 0;  // destination passing
   const size_t declared = static_cast<size_t>(plan.num_outputs);
   TPAny* results = result;
   size_t returned = result->type_index == kTPNone ? 0 : 1;
@@ -535,15 +539,25 @@ int TPPlanInvoke(TPPlanHandle plan, TPAny* args, const TPPlanBinding* binding, c
       }
       return -1;
     }
+    // The thread's environment, bound and restored here directly (TPEnvLend and
+    // TPEnvSetAllocator do the same): a call pays two stores each way.
+    tensorplug::runtime::ThreadEnv& env = tensorplug::runtime::tls_env;
     const DLDevice device = binding->device;
     const bool bind_stream = device.device_type != kDLCPU;
     void* saved_stream = bind_stream ? TPEnvSetStream(device.device_type, device.device_id, binding->stream) : nullptr;
-    DLPackManagedTensorAllocator saved_allocator = nullptr;
-    if (binding->allocator != nullptr) saved_allocator = TPEnvSetAllocator(binding->allocator);
-    if (binding->lent != nullptr) TPEnvLend(binding->lent);
+    const DLPackManagedTensorAllocator saved_allocator = env.allocator;
+    TPLentTensors* const saved_lent = env.lent;
+    if (TPLentTensors* lent = binding->lent) {
+      lent->previous_allocator = saved_allocator;
+      lent->previous = saved_lent;
+      env.allocator = TPLentAllocator;
+      env.lent = lent;
+    } else if (binding->allocator != nullptr) {
+      env.allocator = binding->allocator;
+    }
     const int rc = plan->entry(plan->self, args, static_cast<int32_t>(plan->params.size()), result);
-    if (binding->lent != nullptr) TPEnvUnlend(binding->lent);
-    if (binding->allocator != nullptr) TPEnvSetAllocator(saved_allocator);
+    env.allocator = saved_allocator;
+    env.lent = saved_lent;
     if (bind_stream) TPEnvSetStream(device.device_type, device.device_id, saved_stream);
     if (rc != 0) {
       TPAnyRelease(result);  // a failing function leaves none; released should it leave one

@@ -7,6 +7,20 @@
 #include <vector>
 
 namespace tensorplug::runtime {
+// ---- the thread's environment (env.cc) ----
+// Initial-exec TLS: every call reads and restores it, and the general-dynamic model would
+// cost a __tls_get_addr call per access. One struct of pointers, so that a function that
+// reads or writes several of them finds it once (the stream table itself is on the heap);
+// __thread, so that no C++ TLS wrapper runs on an access from another file.
+#define TP_FAST_TLS __attribute__((tls_model("initial-exec")))
+struct StreamTable;
+struct ThreadEnv {
+  StreamTable* streams;
+  DLPackManagedTensorAllocator allocator;
+  TPLentTensors* lent;
+};
+extern __thread ThreadEnv tls_env TP_FAST_TLS;
+
 // Record an error from a C++ std::string message.
 inline int Fail(const char* kind, const std::string& message) {
   TPErrorSet(kind, message.c_str());

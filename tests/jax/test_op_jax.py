@@ -483,7 +483,7 @@ def test_declaring_and_eager_numpy_calls_import_no_jax(tmp_path):
 # ------------------------------------------------------ the XLA FFI declarations ----
 
 def test_xla_ffi_declarations_match_jax_headers(tmp_path):
-    """csrc/python/xla_ffi_api.h declares the XLA FFI C API from its specification; compiled
+    """The jax plugin's xla_ffi_api.h declares the XLA FFI C API from its specification; compiled
     next to the headers of the installed jax, every struct the handler reads has the same
     layout."""
     compiler = shutil.which(os.environ.get("CXX", "c++"))
@@ -524,7 +524,7 @@ def test_xla_ffi_declarations_match_jax_headers(tmp_path):
     source = tmp_path / "layout.cc"
     source.write_text("\n".join(lines) + "\n")
     done = subprocess.run([compiler, "-std=c++17", "-fsyntax-only", f"-I{include}",
-                           f"-I{ROOT / 'csrc' / 'python'}", str(source)], capture_output=True, text=True)
+                           f"-I{ROOT / 'plugins' / 'tensorplug_adapters' / 'jax'}", str(source)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
 
