@@ -80,6 +80,13 @@ def remove_global_func(name: str) -> None:
     _core.remove_global_func(name)
 
 
+def call_scratch():
+    """The ``"tensorplug.call_scratch"`` capsule (``tensorplug/python.h``, ``TPCallScratch``):
+    storage an adapter's compiled exchange functions take for what a view needs until the
+    current call returns (element strides converted from a framework's byte strides)."""
+    return _core.call_scratch()
+
+
 def __getattr__(name: str):
     # The C++ build helpers import subprocess/hashlib machinery, the hub its JSON and file
     # machinery (and http.client once a source is remote), hookimpl pluggy: load on first use.
@@ -96,7 +103,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "AdapterInfo", "AdapterRecord", "Device", "ExchangeTable", "Function", "Handle", "Module", "Op", "Output", "Tensor",
-    "TensorSpec", "adapters", "backward", "cpp", "empty", "from_dlpack", "function_from_pointer",
+    "TensorSpec", "adapters", "backward", "call_scratch", "cpp", "empty", "from_dlpack", "function_from_pointer",
     "get_global_func", "get_op", "get_raw_stream", "hookimpl", "hub", "like", "list_global_func_names", "load_library",
     "load_module",
     "load_module_from_package", "op", "output_framework", "output_table", "register_adapter",

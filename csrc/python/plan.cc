@@ -40,7 +40,7 @@ bool ParseSteps(PyObject* program, std::vector<TPRuleStep>* steps, std::vector<i
 // params: (name, kind code, optional, written) each; outputs: None (the caller checks
 // shapes), or per returned tensor (shape_from, shape_param, dims, dtype_from, dtype_param,
 // dtype name, device_from, device_param, device_type, device_id), dims a sequence of
-// programs -- the encoding of tensorplug.shapes.compile_program.
+// programs -- the encoding of tensorplug.plans.compile_outputs.
 PyObject* PlanCreatePy(PyObject*, PyObject* args) {
   const char* op;
   PyObject *function, *params, *outputs;

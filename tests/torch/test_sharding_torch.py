@@ -82,7 +82,7 @@ def test_op_without_rule_is_refused_by_dtensor(ranks):
     # DTensor's NotImplementedError crosses the op's native Autograd kernel. The compiled
     # bridge (the default) passes the call on on torch's own stack, so the caller gets the
     # exception as raised; the stable kernel's hop keeps its text and its type's name
-    # (csrc/python/torch_native.cc; docs/decisions.md).
+    # (the torch plugin's kernel.cc; docs/decisions.md).
     text = "Operator tpshard.scale_no_rule.nograd does not have a sharding strategy registered."
     for case in cases(ranks, "no_rule"):
         if case["bridged"]:

@@ -1,5 +1,5 @@
 """The native torch kernel of tensorplug.op (plugins/tensorplug_adapters/torch/native.py,
-csrc/python/torch_native.cc): compiled code between torch's dispatcher and the kernel
+the torch plugin's kernel.cc): compiled code between torch's dispatcher and the kernel
 function, which needs neither Python nor the GIL, checks results against the op's output
 rule, and falls back to the Python kernel, saying why, when it cannot serve an op.
 """

@@ -1,6 +1,6 @@
 """torch's version counter of the tensors a tensorplug.op writes: every written tensor
 (kind mview, schema ``Tensor(a!)``) has its version bumped once per call, before the kernel
-runs, on every path the kernel runs (the native kernel, csrc/python/torch_native.cc
+runs, on every path the kernel runs (the native kernel, the torch plugin's kernel.cc
 RunPlan; the Python kernel, registration._bumping), as torch's own in-place ops bump it.
 So autograd refuses a backward that saved a tensor an op wrote, instead of giving a
 silently wrong gradient, and an inference tensor is refused outside inference mode with

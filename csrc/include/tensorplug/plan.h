@@ -16,9 +16,9 @@
  *   TPPlanInvoke(plan, args, &binding, expected, &result); (binds, calls, restores, checks the results)
  *
  * The output rule is a small program compiled once, in Python, from the op's declaration
- * (tensorplug.shapes.compile_program): each output's shape from a tensor argument, an int
+ * (tensorplug.plans.compile_outputs): each output's shape from a tensor argument, an int
  * list argument or one program per dimension; its dtype and device from an argument or
- * fixed. The enumerations below are that program's encoding; tensorplug.shapes mirrors
+ * fixed. The enumerations below are that program's encoding; tensorplug.plans mirrors
  * them and a test compares the two.
  *
  * Errors: functions that can fail return 0 on success and -1 on failure, with the error

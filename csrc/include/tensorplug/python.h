@@ -57,7 +57,7 @@ typedef struct TPWriteHook {
   int (*will_write)(const struct TPWriteHook* hook, PyObject* obj);
 } TPWriteHook;
 
-/* "tensorplug.call_scratch" (tensorplug._core.call_scratch()): storage for an exchange
+/* "tensorplug.call_scratch" (tensorplug.call_scratch()): storage for an exchange
  * function's views that must outlive the function but not the call, such as element
  * strides converted from a framework's byte strides. `alloc` returns `count` int64 values
  * that live until the current tensorplug call returns (NULL past 4096 values); with the GIL. */

@@ -281,7 +281,7 @@ const TPImporter kImporter{Guarded<JaxManaged>, Guarded<JaxView>};  // C code ca
 bool InitImporter() {
   g_dtype_reader = static_cast<const DTypeReader*>(
       CapsuleFrom("tensorplug_adapters.numpy._exchange", "dtype_reader", "tensorplug_adapters.numpy.dtype_reader"));
-  g_scratch = static_cast<const TPCallScratch*>(CapsuleFrom("tensorplug._core", "call_scratch", TP_CALL_SCRATCH_CAPSULE));
+  g_scratch = static_cast<const TPCallScratch*>(CapsuleFrom("tensorplug", "call_scratch", TP_CALL_SCRATCH_CAPSULE));
   return g_dtype_reader != nullptr && g_scratch != nullptr;
 }
 

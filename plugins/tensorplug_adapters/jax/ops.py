@@ -30,7 +30,7 @@ import threading
 from tensorplug import Device, plans
 from tensorplug.shapes import TensorSpec, dtype_name
 
-# Plan sources (csrc/python/xla_ffi.cc, Source).
+# Plan sources (xla_ffi.cc, Source).
 _INPUT, _OUTPUT, _ATTR, _NONE, _INPUTS = 0, 1, 2, 3, 4
 _ATTR_KINDS = ("int", "float", "bool", "str", "dtype", "ints")
 # The platforms the core has a handler for, as jax names them.

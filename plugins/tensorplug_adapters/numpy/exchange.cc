@@ -343,7 +343,7 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_exchange", "numpy's exchange tab
 
 PyMODINIT_FUNC PyInit__exchange(void) {
   if (_import_array() < 0) return nullptr;  // imported with the plugin, when a numpy array is in hand
-  PyObject* core = PyImport_ImportModule("tensorplug._core");
+  PyObject* core = PyImport_ImportModule("tensorplug");
   PyObject* scratch = core ? PyObject_CallMethod(core, "call_scratch", nullptr) : nullptr;
   Py_XDECREF(core);
   if (scratch == nullptr) return nullptr;

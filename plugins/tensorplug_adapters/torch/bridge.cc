@@ -2,13 +2,13 @@
 // against the headers of the torch in hand (bridge.py builds it, cached per torch).
 //
 // tensorplug's own build knows no torch header: its kernels reach torch through the stable
-// C shim (csrc/python/torch_native.cc), where torch boxes every tensor argument into a heap
+// C shim (kernel.cc), where torch boxes every tensor argument into a heap
 // handle and back and each tensor is read through seven shim calls. This file takes the
 // dispatcher's IValue stack itself: a tensor argument is passed on as the address of the
 // at::Tensor the stack already holds (borrowed, nothing allocated), a scalar as its bits,
 // and tensors are read through torch's inline accessors into DLTensors. The call itself,
 // the op's plan, its rules, the env binding and the checks, stays tensorplug's
-// (torch_native.cc's BridgeRun, reached through the `run` pointer given at init). An op
+// (kernel.cc's BridgeRun, reached through the `run` pointer given at init). An op
 // whose parameters are all tensors, ints, floats and bools, none optional, can take this
 // kernel; the others keep the stable one. When the Autograd kernel passes a call on (to `<op>.nograd` or
 // `<op>.grad`), this file calls that overload on its own stack.
@@ -35,7 +35,7 @@ namespace {
 constexpr int32_t kInterfaceVersion = 2;
 constexpr size_t kMaxParams = 32;
 
-// A tensor as torch reports it, in DLPack's terms: torch_native.cc's TensorFacts, the same
+// A tensor as torch reports it, in DLPack's terms: kernel.cc's TensorFacts, the same
 // layout.
 struct TensorFacts {
   DLTensor view;              // data with the storage offset applied, byte_offset 0; dtype.bits 0
@@ -45,11 +45,11 @@ struct TensorFacts {
   int32_t readable;           // 0 where torch refused (no storage, symbolic sizes)
 };
 
-// The DLPack type of each torch dtype code (torch_native.cc's table, given at init).
+// The DLPack type of each torch dtype code (kernel.cc's table, given at init).
 const DLDataType* g_dtypes = nullptr;
 int32_t g_num_dtypes = 0;
 
-// What torch_native.cc's Describe reads of a tensor, through torch's inline accessors
+// What kernel.cc's Describe reads of a tensor, through torch's inline accessors
 // (inlined into the kernel's loop: it runs for every tensor argument).
 __attribute__((always_inline)) inline void Read(const at::Tensor& t, TensorFacts* out) noexcept {
   try {
@@ -72,7 +72,7 @@ __attribute__((always_inline)) inline void Read(const at::Tensor& t, TensorFacts
   }
 }
 
-// torch_native.cc's side: runs plan `slot` on `values` (0: ran, results in values[0..n);
+// kernel.cc's side: runs plan `slot` on `values` (0: ran, results in values[0..n);
 // 1: the Autograd kernel passes the call on to the overload in *hop; -1: failed, the
 // message in error_text()). `facts[i]`: tensor argument i, read.
 using Run = int (*)(int32_t slot, int32_t autograd, uint64_t* values, TensorFacts* facts, uint64_t num_args,
@@ -123,7 +123,7 @@ class Kernel final : public c10::OperatorKernel {
       return;
     }
     torch::jit::drop(*stack, n);
-    for (size_t k = 0; k < num_outputs; ++k) {  // handles made by torch_native.cc's ToTorch, moved here
+    for (size_t k = 0; k < num_outputs; ++k) {  // handles made by kernel.cc's ToTorch, moved here
       auto* result = reinterpret_cast<at::Tensor*>(static_cast<uintptr_t>(values[k]));
       stack->emplace_back(std::move(*result));
       delete result;
@@ -190,7 +190,7 @@ TP_BRIDGE_EXPORT int32_t tp_torch_bridge_register(const char* ns, const char* ke
   }
 }
 
-// torch_native.cc's Describe of a tensor of any op (`tensor` an at::Tensor*).
+// kernel.cc's Describe of a tensor of any op (`tensor` an at::Tensor*).
 TP_BRIDGE_EXPORT void tp_torch_bridge_read(const void* tensor, TensorFacts* out) {
   Read(*static_cast<const at::Tensor*>(tensor), out);
 }

@@ -6,7 +6,7 @@ works with every torch >= 2.10 unchanged, but where torch boxes each tensor argu
 heap handle per call and each tensor is read through seven shim calls: about 1,500
 instructions per call that a kernel compiled against torch's headers does not pay
 (benchmarks/README.md). ``bridge.cc`` is that kernel: it passes torch's own stack on,
-borrowed, to the same plan (``csrc/python/torch_native.cc``), so everything else (rules,
+borrowed, to the same plan (the plugin's ``_native`` module, kernel.cc), so everything else (rules,
 checks, the stream and allocator, the Autograd kernel's choices) is the stable path's.
 
 It is on unless ``TENSORPLUG_TORCH_BRIDGE=0``: the first torch op of a process builds it with

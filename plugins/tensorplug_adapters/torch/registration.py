@@ -47,7 +47,7 @@ _SCHEMA_TYPES = {"view": "Tensor", "tensor": "Tensor", "mview": "Tensor", "int":
 #: Graphs call it for every such op: at most 15 characters, because torch's Python call of
 #: an overload copies its name into a std::string, which then fits without an allocation.
 FUNCTIONALIZABLE = "mutable"
-# The overloads a native Autograd kernel passes calls on to (csrc/python/torch_native.cc).
+# The overloads a native Autograd kernel passes calls on to (kernel.cc).
 NO_GRAD, GRAD = "nograd", "grad"
 # The dispatch key of every kernel of stage 2: one kernel for every backend, below autograd.
 _KERNEL_KEY = "CompositeExplicitAutograd"
@@ -232,7 +232,7 @@ def _compacting(op, call):
 
 
 # torch's text for a write to an inference tensor outside inference mode (its in-place ops
-# raise it, and so does the native kernel's version bump, torch_native.cc).
+# raise it, and so does the native kernel's version bump, kernel.cc).
 _INFERENCE_WRITE = ("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a clone "
                     "to get a normal tensor before doing inplace update.See https://github.com/pytorch/rfcs/pull/17 "
                     "for more details.")
