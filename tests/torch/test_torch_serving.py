@@ -12,7 +12,6 @@ test session by the module fixtures.
 import os
 import shutil
 import json
-import operator
 import subprocess
 import zipfile
 from pathlib import Path
@@ -26,7 +25,7 @@ import grad_kernels  # noqa: E402  (tests/support/grad_kernels.py)
 import op_kernels  # noqa: E402  (tests/support/op_kernels.py)
 
 import tensorplug  # noqa: E402
-from tensorplug import cpp  # noqa: E402
+from tensorplug import cpp, plans  # noqa: E402
 from tensorplug_adapters.torch import aoti as torch_aoti, serving as torch_serving  # noqa: E402
 
 SUPPORT = Path(__file__).parents[1] / "support"
@@ -232,33 +231,110 @@ def test_a_function_whose_signature_is_not_the_recorded_one_is_refused(runner, p
                           "is not the one the record holds; export the package again with this library"), out
 
 
+def _outputs(params, rule):
+    """``rule`` (a tensorplug.Output over the parameters of ``params``, a signature string)
+    in the record's form: its one compiled form, tensorplug.plans.compile_outputs's."""
+    from tensorplug.ops import parse_signature
+
+    declared, _ = parse_signature(params)
+    op = SimpleNamespace(n_outputs=1, returns=rule, params=declared)
+    return json.loads(json.dumps(plans.compile_outputs(op)))
+
+
+def _set_rule(name, params, rule):
+    def change(entries):
+        entry = next(e for e in entries if e["name"] == name)
+        entry["outputs"] = _outputs(params, rule)
+    return change
+
+
 def test_a_result_against_the_output_rule_is_checked_in_the_cpp_process(runner, package, tmp_path):
     # The record says row_sum returns x.shape[0] + 1 items; the kernel returns x.shape[0].
-    def change(entries):
-        rule = next(e for e in entries if e["name"] == "tpserve::row_sum")["returns"]["rules"][0]
-        rule["program"]["shape"] = [[["shape", 0, 0], ["const", 1], ["+"]]]
+    change = _set_rule("tpserve::row_sum", "x:view->tensor",
+                       tensorplug.Output(shape=("x.shape[0] + 1",), dtype="x"))
     rc, out = _run(runner, "run", _bad_package(package, tmp_path, change))
     # A call's error crosses AOTInductor's C shim, whose runner rethrows it as std::runtime_error.
     assert rc == 3 and "std::exception: " in out, out
-    assert ("op 'tpserve::row_sum' returned float32[2] on cpu as result 0, but its output rule declares "
-            "float32[3] on cpu") in out, out
+    assert ("op 'tpserve::row_sum' returned float32[2] on cpu:0 as result 0, but its output rule declares "
+            "float32[3] on cpu:0") in out, out
+
+
+def test_the_record_holds_the_output_rule_s_one_compiled_form(package):
+    # What the C++ process hands TPPlanCreate is what the Python process's plan holds.
+    declared = {op.name: op for op in map(tensorplug.get_op, ["tpserve::scale", "tpserve::axpy",
+                                                               "tpserve::row_sum", "tpserve::strict_cube"])}
+    for entry in torch_aoti.records(package.path):
+        op = declared[entry["name"]]
+        assert entry["outputs"] == json.loads(json.dumps(plans.compile_outputs(op))), entry["name"]
+        assert entry["n_outputs"] == op.n_outputs
+        assert [p["code"] for p in entry["params"]] == [plans.PARAM_KINDS[p.kind] for p in op.params]
 
 
 def test_the_cpp_process_evaluates_a_rule_as_python_does(runner, package, tmp_path):
     # Floor division and modulo of negative numbers, negative indices: x is 2x3, so the
     # expression is (-3) // 2 + 3 % -2 + x.shape[-2] * 2 + 1 = -2 - 1 + 4 + 1 = 2 in Python's
     # arithmetic (C's truncation would give 5), the length of row_sum's result.
-    from tensorplug.ops import parse_signature
-
     expression = "(-x.shape[1]) // 2 + x.shape[1] % -2 + x.shape[-2] * 2 + 1"
-    params, _ = parse_signature("x:view->tensor")
-    program = torch_aoti._rule_program({"shape": [expression], "dtype": "x", "device": None}, params)
-
-    def change(entries):
-        rule = next(e for e in entries if e["name"] == "tpserve::row_sum")["returns"]["rules"][0]
-        rule["shape"], rule["program"] = [expression], program
+    rule = tensorplug.Output(shape=(expression,), dtype="x")
+    change = _set_rule("tpserve::row_sum", "x:view->tensor", rule)
     rc, out = _run(runner, "run", _bad_package(package, tmp_path, change))
     assert rc == 0 and _values(out) == package.expected, out
+
+
+class _ListModel(torch.nn.Module):
+    def __init__(self, ops):
+        super().__init__()
+        self.ops = ops
+
+    def forward(self, x):
+        # Output(shape="shape"): an int list; Output(shape=("len(xs)", "xs[0].shape[0]")): a tensor list.
+        return self.ops.filled(x, [2, 2], 1.0), self.ops.stack_scaled([x[0], x[1]], [1, 2])
+
+
+LIST_SOURCE = SUPPORT / "op_list_kernels.cc"
+
+
+@pytest.fixture(scope="module")
+def list_package(tmp_path_factory):
+    """A package calling ops whose rules read an int list and a tensor list (rules the
+    record's earlier form left unchecked), with the eager model's values."""
+    module = tensorplug.load_module(cpp.build("op_list_kernels", [LIST_SOURCE]))
+    ops = SimpleNamespace(
+        filled=tensorplug.op("tpserve::filled", module.filled, returns=tensorplug.Output(shape="shape", dtype="x")),
+        stack_scaled=tensorplug.op("tpserve::stack_scaled", module.stack_scaled,
+                                   returns=tensorplug.Output(shape=("len(xs)", "xs[0].shape[0]"), dtype="xs")),
+    )
+    model, x = _ListModel(ops), torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    root = tmp_path_factory.mktemp("list_package")
+    bare = str(root / "bare.pt2")
+    torch._inductor.aoti_compile_and_package(torch.export.export(model, (x,)), package_path=bare)
+    path = str(root / "model.pt2")
+    shutil.copy(bare, path)
+    torch_aoti.add_ops(path, module, [ops.filled, ops.stack_scaled])
+    filled, stacked = model(x)
+    return SimpleNamespace(path=path, bare=bare, expected=[filled.flatten().tolist(), stacked.flatten().tolist()])
+
+
+def test_a_cpp_process_runs_ops_taking_int_lists_and_tensor_lists(runner, list_package):
+    rc, out = _run(runner, "run", list_package.path)
+    assert rc == 0 and "registered 2" in out, out
+    assert [_values(out, 0), _values(out, 1)] == list_package.expected  # [16.0] * 4, [0, 1, 2, 6, 8, 10]
+
+
+@pytest.mark.parametrize("name, params, rule, returned, declared", [
+    ("tpserve::filled", "x:view;shape:ints;value:float->tensor",
+     tensorplug.Output(shape=("shape[0]", "shape[1] + 1"), dtype="x"), "float32[2, 2]", "float32[2, 3]"),
+    ("tpserve::stack_scaled", "xs:views;scales:ints->tensor",
+     tensorplug.Output(shape=("len(xs) + 1", "xs[0].shape[0]"), dtype="xs"), "float32[2, 3]", "float32[3, 3]"),
+])
+def test_an_output_rule_reading_lists_is_checked_in_the_cpp_process(runner, list_package, tmp_path, name, params,
+                                                                     rule, returned, declared):
+    # The record's earlier form had no program for int lists and tensor lists, and left
+    # these rules unchecked; the plan checks every kind.
+    rc, out = _run(runner, "run", _bad_package(list_package, tmp_path, _set_rule(name, params, rule)))
+    assert rc == 3 and "std::exception: " in out, out
+    assert (f"op '{name}' returned {returned} on cpu:0 as result 0, but its output rule declares {declared} on "
+            "cpu:0") in out, out
 
 
 def test_the_package_hands_the_kernel_a_strided_tensor_the_copy_makes_compact(runner, package, tmp_path):
@@ -279,66 +355,36 @@ def test_a_record_of_another_version_is_refused(runner, package, tmp_path):
         root = archive.namelist()[0].partition("/")[0]
         archive.writestr(f"{root}/{torch_aoti.RECORDS}0.json", json.dumps({"ops": []}))
     rc, out = _run(runner, "register", path)
-    assert rc == 3 and "a tensorplug record of version 1; this registration library reads version 2" in out, out
+    assert rc == 3 and "a tensorplug record of version 1; this registration library reads version 3 only" in out, out
 
 
-def test_a_python_process_still_loads_a_version_2_record(package):
+def test_a_python_process_loads_the_record(package):
     # torch_aoti.load_package reads the record it writes (the ops are declared in this process already).
     model = torch_aoti.load_package(package.path)
     first, cube = model(torch.arange(6, dtype=torch.float32).reshape(2, 3))
     assert first.tolist() == package.expected and cube.flatten().tolist() == package.cube
 
 
-
-_OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv, "%": operator.mod}
-
-
-def _evaluate(program, args):
-    """torch_serving.cc's evaluation of a dimension program, in Python (its reference)."""
-    stack = []
-    for step in program:
-        code = step[0]
-        if code == "const":
-            stack.append(step[1])
-        elif code == "int":
-            stack.append(args[step[1]])
-        elif code == "shape":
-            stack.append(args[step[1]].shape[step[2]])
-        elif code == "neg":
-            stack.append(-stack.pop())
-        else:
-            b, a = stack.pop(), stack.pop()
-            stack.append(_OPERATORS[code](a, b))
-    return stack.pop()
-
-
-@pytest.mark.parametrize("dims", [
-    ("x.shape[0]",), ("x.shape[-1]", "n"), ("(x.shape[-1] + 2 * n - 3) // 2 + 1",), ("-x.shape[1] % 4", 7),
-    ("(n - x.shape[0]) // 3", "n % -3", "x.shape[0] * x.shape[1] - n"),
-])
-def test_the_compiled_rule_agrees_with_the_declared_one(dims):
-    # The record's compiled form of a rule (what the C++ process checks results against) gives
-    # the shapes tensorplug's own rule gives, for a few argument values.
-    from tensorplug.ops import parse_signature
-    from tensorplug.shapes import Output, compile_returns
-
-    params, _ = parse_signature("x:view;n:int;alpha:float->tensor")
-    rule = Output(shape=dims, dtype="x")
-    program = torch_aoti._rule_program({"shape": list(dims), "dtype": "x", "device": None}, params)
-    assert program["dtype"] == ["param", 0] and program["device"] == ["primary"]
-    declared = compile_returns(rule, params)
-    for shape, n in [((2, 3), 5), ((7, 1), -4), ((4, 9), 0)]:
-        x = torch.empty(shape)
-        expected = declared({"x": x, "n": n, "alpha": 1.0})[0].shape
-        assert tuple(_evaluate(p, [x, n, 1.0]) for p in program["shape"]) == tuple(expected), (dims, shape, n)
-
-
-def test_rule_forms_the_cpp_process_does_not_take_are_left_unchecked():
-    from tensorplug.ops import parse_signature
-
-    params, _ = parse_signature("x:view;sizes:ints;xs:views->tensor")
-    program = torch_aoti._rule_program({"shape": ["x.shape[0]", "sizes[0]", "len(xs)"], "dtype": "float32",
-                                        "device": "cpu"}, params)
-    assert program == {"shape": [[["shape", 0, 0]], None, None], "dtype": ["fixed", "float32"],
-                       "device": ["fixed", "cpu"]}
-    assert torch_aoti._rule_program({"shape": "sizes", "dtype": "x", "device": "x"}, params)["shape"] is None
+def test_a_python_process_still_reads_a_version_2_record(package, tmp_path):
+    # Version 2 held the rule in a form of its own ("program") and the result count as
+    # "outputs"; load_package declares ops from what every version holds. The ops are renamed
+    # so that this process declares them from the record.
+    def change(entries):
+        for entry in entries:
+            entry["name"] = entry["name"].replace("tpserve::", "tpserve_v2::")
+            entry["outputs"] = entry.pop("n_outputs")
+            for p in entry["params"]:
+                del p["code"]
+    entries = torch_aoti.records(package.path)
+    change(entries)
+    path = str(tmp_path / "v2.pt2")
+    shutil.copy(package.bare, path)
+    with zipfile.ZipFile(path, "a") as archive:
+        root = archive.namelist()[0].partition("/")[0]
+        archive.writestr(f"{root}/{torch_aoti.RECORDS}0.json", json.dumps({"version": 2, "ops": entries}))
+    model = torch_aoti.load_package(path)
+    assert repr(tensorplug.get_op("tpserve_v2::row_sum").returns) == repr(tensorplug.Output(shape=("x.shape[0]",),
+                                                                                            dtype="x"))
+    assert tensorplug.get_op("tpserve_v2::axpy").written == ("out",)
+    first, cube = model(torch.arange(6, dtype=torch.float32).reshape(2, 3))
+    assert first.tolist() == package.expected and cube.flatten().tolist() == package.cube

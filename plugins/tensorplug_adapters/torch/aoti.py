@@ -22,34 +22,38 @@ of :mod:`tensorplug_adapters.torch.serving` before it loads the package;
 :func:`native_libraries` lists what such a deployment ships. Ops whose output rule is a
 Python shape function cannot be recorded (ValueError).
 
-The record (version :data:`RECORD_VERSION`) is JSON: ``{"version": 2, "ops": [entry, ...]}``,
+The record (version :data:`RECORD_VERSION`) is JSON: ``{"version": 3, "ops": [entry, ...]}``,
 each entry an op's ``name``, kernel ``library`` (absolute path) and ``function``, ``returns``
-(its output rule as declared, plus ``program``: the rule compiled into the form the C++
-registration library evaluates, see :func:`_rule_program`), ``writes``, ``schema`` (torch's,
-without the name), ``overloads`` (the overload names Python registers: ``""``, ``"mutable"``
-for an op that writes, ``"nograd"``, ``"grad"``), ``params``
-(name, kind, optional, written, contiguous: declared with ``contiguous=``) and ``outputs``
-(the number of results). Version 1 records (no ``version`` key) lack the
-last four; :func:`load_package` reads both, the C++ library version 2 only.
+(its output rule as declared, which :func:`load_package` declares the op with),
+``writes``, ``schema`` (torch's, without the name), ``overloads`` (the overload names Python
+registers: ``""``, ``"mutable"`` for an op that writes, ``"nograd"``, ``"grad"``), and the
+parts of the op's call plan as :func:`tensorplug.plans.create` takes them: ``params`` (name,
+kind, optional, written, and besides: ``code``, the kind's ``TPParamKind``
+(:data:`tensorplug.plans.PARAM_KINDS`, None for a kind the plan cannot pass) and
+``contiguous``, declared with ``contiguous=``), ``n_outputs`` (the
+number of results) and ``outputs`` (the output rule's one compiled form,
+:func:`tensorplug.plans.compile_outputs`: the encoding of ``plan.h``'s ``TPOutputRule``, which
+the C++ registration library hands to ``TPPlanCreate``). Version 1 records (no ``version``
+key) hold the first five; version 2 records hold ``params`` and ``outputs`` (then the number
+of results) and a rule form of their own. :func:`load_package` reads every version, the C++
+library version 3 only.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import zipfile
 
 import tensorplug
-from tensorplug import Output
-from tensorplug.ops import TENSOR_KINDS
+from tensorplug import Output, plans
 from tensorplug.shapes import dtype_name
 
 #: The records' names inside the package (a zip archive whose entries all sit in one root
 #: folder): one file per add_ops call, among the archive's extra files.
 RECORDS = "extra/tensorplug_ops_"
 #: The record format :func:`add_ops` writes (serving.cc reads this version only).
-RECORD_VERSION = 2
+RECORD_VERSION = 3
 
 
 def _records(archive) -> tuple[str, list[str]]:
@@ -73,9 +77,10 @@ def add_ops(package_path: str, module, ops) -> None:
         entries.append({"name": op.name, "library": os.path.abspath(module.path), "function": fn,
                         "returns": _rule_record(op), "writes": list(op.written), "schema": schema(op),
                         "overloads": ["", *([FUNCTIONALIZABLE] if op.written else []), NO_GRAD, GRAD],
-                        "params": [{"name": p.name, "kind": p.kind, "optional": p.optional, "written": p.written,
+                        "params": [{"name": p.name, "kind": p.kind, "code": plans.PARAM_KINDS.get(p.kind),
+                                    "optional": p.optional, "written": p.written,
                                     "contiguous": p.name in op.contiguous} for p in op.params],
-                        "outputs": op.n_outputs})
+                        "n_outputs": op.n_outputs, "outputs": _compiled_outputs(op)})
     write_record(package_path, entries)
 
 
@@ -144,79 +149,16 @@ def _rule_record(op):
         record = {"shape": list(rule.shape) if isinstance(rule.shape, (list, tuple)) else rule.shape,
                   "dtype": rule.dtype if isinstance(rule.dtype, str) else dtype_name(rule.dtype),
                   "device": None if rule.device is None else str(rule.device)}
-        record["program"] = _rule_program(record, op.params)
         out.append(record)
     return {"tuple": isinstance(op.returns, tuple), "rules": out}
 
 
-# The binary operators of a dimension program: Python's meaning (// and % floor).
-_PROGRAM_OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}
-
-
-def _rule_program(rule: dict, params) -> dict:
-    """One output rule in the form serving.cc evaluates without Python, so the C++
-    process checks results as the Python one does, as far as this form reaches:
-
-    - ``shape``: ``["like", i]`` (the shape of tensor parameter i), or a list with one item
-      per dimension, each a postfix program (``[["shape", i, k], ["int", 2], ["*"]]``: items
-      ``["const", c]``, ``["int", i]`` (int parameter i), ``["shape", i, k]`` (dimension k of
-      tensor parameter i, negative from the end), ``["+"]``, ``["-"]``, ``["*"]``, ``["//"]``,
-      ``["%"]``, ``["neg"]``) or None where the dimension uses what the C++ library does not
-      take (int lists, tensor lists): that dimension, or the whole shape (None), is not checked;
-    - ``dtype``: ``["param", i]`` (tensor parameter i's dtype) or ``["fixed", name]``, None
-      where unchecked (a dtype parameter);
-    - ``device``: ``["param", i]``, ``["fixed", "cpu"]`` or ``["primary"]`` (the first tensor
-      argument's device, CPU when none), None where unchecked (a device parameter)."""
-    index = {p.name: i for i, p in enumerate(params)}
-    kinds = {p.name: p.kind for p in params}
-    tensors = TENSOR_KINDS
-
-    def dim(expr):
-        if isinstance(expr, int):
-            return [["const", expr]]
-        try:
-            tree = ast.parse(expr.strip(), mode="eval").body
-        except SyntaxError:
-            return None
-        out = []
-
-        def walk(node):
-            if isinstance(node, ast.Constant) and type(node.value) is int:
-                out.append(["const", node.value])
-            elif isinstance(node, ast.Name) and kinds.get(node.id) == "int":
-                out.append(["int", index[node.id]])
-            elif isinstance(node, ast.BinOp) and type(node.op) in _PROGRAM_OPS:
-                walk(node.left)
-                walk(node.right)
-                out.append([_PROGRAM_OPS[type(node.op)]])
-            elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-                walk(node.operand)
-                out.append(["neg"])
-            elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
-                  and node.value.attr == "shape" and isinstance(node.value.value, ast.Name)
-                  and kinds.get(node.value.value.id) in tensors):
-                k = ast.literal_eval(node.slice)
-                out.append(["shape", index[node.value.value.id], int(k)])
-            else:
-                raise LookupError
-        try:
-            walk(tree)
-        except (LookupError, ValueError):
-            return None
-        return out
-
-    shape = rule["shape"]
-    if isinstance(shape, str):
-        program_shape = ["like", index[shape]] if kinds.get(shape) in tensors else None
-    else:
-        program_shape = [dim(d) for d in shape]
-    dtype = rule["dtype"]
-    program_dtype = (["param", index[dtype]] if kinds.get(dtype) in tensors else
-                     None if dtype in kinds else ["fixed", dtype])
-    device = rule["device"]
-    program_device = (["primary"] if device is None else ["param", index[device]] if kinds.get(device) in tensors
-                      else None if device in kinds else ["fixed", device])
-    return {"shape": program_shape, "dtype": program_dtype, "device": program_device}
+def _compiled_outputs(op) -> list:
+    """``op``'s output rule in the call plan's encoding (what serving.cc hands TPPlanCreate)."""
+    try:
+        return [list(rule) for rule in plans.compile_outputs(op)]
+    except plans.NotCompilable as e:
+        raise ValueError(f"aoti.add_ops: op {op.name!r} cannot be recorded: {e}") from None
 
 
 def _rule_from(record):

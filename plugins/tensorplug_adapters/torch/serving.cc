@@ -1,18 +1,21 @@
 // The registration library of tensorplug ops for C++ processes without Python (issue 44):
-// it reads the tensorplug record of an AOTInductor package (aoti.add_ops, version 2),
+// it reads the tensorplug record of an AOTInductor package (aoti.add_ops, version 3),
 // loads the kernel libraries it names through tensorplug's C API (libtensorplug, no
 // Python), and registers each op's schema, overloads and CPU kernel with torch's dispatcher,
 // so torch::inductor::AOTIModelPackageLoader finds them. Compiled at run time against the
 // headers of the torch in hand and tensorplug's public C headers only
 // (tensorplug_adapters.torch.serving.build, cached per torch version).
 //
-// The kernel here is a narrower plan than the Python process's (kernel.cc, in the plugin's
-// Python extension module, which cannot be loaded here): parameters are
-// tensors (optional too; a contiguous= one passed as a compact copy where it is not), ints,
-// floats and bools; results are new tensors, allocated
-// through torch while the call runs; the output rule is checked as far as the record's
-// compiled form reaches (aoti._rule_program); the CPU key only (no CUDA stream is
-// bound, no Autograd kernel, no fake kernel: a package's proxy executor needs none).
+// Each op's kernel runs the op's call plan (tensorplug/plan.h), the one the Python
+// process's kernel (kernel.cc, in the plugin's Python extension module, which cannot be
+// loaded here) runs too: the record holds the plan's parts as tensorplug.plans.create takes
+// them, the output rule in its one compiled form (tensorplug.plans.compile_outputs), and
+// the plan checks the written arguments, evaluates the rule and checks the results. What
+// is this file's: torch's values read into the plan's arguments -- tensors (optional too;
+// a contiguous= one passed as a compact copy where it is not), ints, floats, bools, int
+// lists and tensor lists -- and results allocated through torch while the call runs; the
+// CPU key only (no CUDA stream is bound, no Autograd kernel, no fake kernel: a package's
+// proxy executor needs none).
 //
 // Over 500 lines: one idea, a package's ops in a process without Python, from the record
 // read to the kernels registered; each step checks what the next one relies on.
@@ -26,6 +29,8 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/library.h>
 #include <tensorplug/c_api.h>
+#include <tensorplug/dtype.h>
+#include <tensorplug/plan.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -34,7 +39,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,7 +49,7 @@
 
 namespace {
 
-constexpr int64_t kRecordVersion = 2;  // aoti.RECORD_VERSION
+constexpr int64_t kRecordVersion = 3;  // aoti.RECORD_VERSION
 const char kRecords[] = "extra/tensorplug_ops_";
 
 // ------------------------------------------------------------------ JSON (the record) ----
@@ -235,11 +239,6 @@ const DtypePair* ByDL(DLDataType t) {
     if (d.dl.code == t.code && d.dl.bits == t.bits && d.dl.lanes == t.lanes) return &d;
   return nullptr;
 }
-const DtypePair* ByName(const std::string& name) {
-  for (const auto& d : kDtypes)
-    if (name == d.name) return &d;
-  return nullptr;
-}
 
 // ------------------------------------------------------------------ allocation ----
 // The allocator bound while a kernel runs: results are torch's memory, wrapped in a
@@ -321,22 +320,11 @@ at::Tensor ToTorch(DLManagedTensorVersioned* m, const std::string& op) {
 
 struct Param {
   std::string name;
-  char kind;  // t(ensor), i(nt), f(loat), b(ool)
+  std::string kind;  // the signature kind ("view", "mview", "int", ...), compared with the function's
+  int32_t code;      // its TPParamKind (tensorplug.plans.PARAM_KINDS)
   bool optional;
   bool written;
   bool contiguous;  // declared contiguous=: a non-compact tensor is passed as a compact copy
-};
-
-// One output rule in its compiled form (aoti._rule_program).
-struct Rule {
-  enum ShapeKind { kUnchecked, kLike, kDims } shape_kind = kUnchecked;
-  int64_t like = -1;
-  std::vector<std::vector<std::vector<Json>>> dims;  // per dimension a postfix program; empty: unchecked
-  std::vector<bool> dim_checked;
-  enum { kAny, kParam, kFixed, kPrimary } dtype_kind = kAny, device_kind = kAny;
-  int64_t dtype_param = -1, device_param = -1;
-  c10::ScalarType dtype = c10::ScalarType::Undefined;
-  c10::DeviceType device = c10::DeviceType::CPU;
 };
 
 struct Op {
@@ -345,26 +333,22 @@ struct Op {
   std::string function;
   TPFunctionHandle fn = nullptr;
   std::vector<Param> params;
-  int64_t outputs = 0;
-  bool checked = false;  // the record holds an output rule
-  std::vector<Rule> rules;
+  int32_t n_outputs = 0;
+  TPPlanHandle plan = nullptr;  // one reference, never released: torch may call the kernel until the process ends
 };
 
-std::string Describe(const at::Tensor& t) {
-  std::ostringstream s;
-  const DtypePair* d = ByTorch(t.scalar_type());
-  s << (d ? d->name : c10::toString(t.scalar_type())) << "[";
-  for (int64_t k = 0; k < t.dim(); ++k) s << (k ? ", " : "") << t.size(k);
-  s << "] on " << t.device();
-  return s.str();
-}
-
-// Python's floor division and modulo (the rule's meaning).
-int64_t FloorDiv(int64_t a, int64_t b, const std::string& op) {
-  TORCH_CHECK(b != 0, op, "(): its output rule divides by zero for these arguments");
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
+// The plan's error as a c10::Error: "<op>(): <kind>: <what>" for the plan's "<op>(): <what>"
+// (an argument, the rule, the function's own error), its message as it is otherwise ("op
+// '<op>' returned ...").
+[[noreturn]] void ThrowPlanError(const Op& op) {
+  const char* kind = "RuntimeError";
+  const char* message = "unknown error";
+  TPErrorGet(&kind, &message);
+  std::string text = message;
+  const std::string prefix = op.name + "(): ";
+  if (text.compare(0, prefix.size(), prefix) == 0) text = prefix + kind + ": " + text.substr(prefix.size());
+  TPErrorClear();
+  TORCH_CHECK(false, text);
 }
 
 class Kernel final : public c10::OperatorKernel {
@@ -376,179 +360,139 @@ class Kernel final : public c10::OperatorKernel {
     const size_t n = op.params.size();
     TORCH_CHECK(stack->size() >= n, op.name, "(): torch passed ", stack->size(), " arguments, the op takes ", n);
     const c10::IValue* args = stack->data() + (stack->size() - n);
-    std::vector<DLTensor> views(n);
+    // What the arguments borrow for the call: views of the tensors (a list's items after
+    // the plain tensors'), the tensors themselves (compact copies of contiguous= ones, a
+    // list's items), int lists' values and the lists.
+    size_t n_items = 0, n_ints = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (args[i].isTensorList()) n_items += args[i].toTensorList().size();
+      if (args[i].isIntList()) n_ints += args[i].toIntList().size();
+    }
+    std::vector<DLTensor> views(n + n_items);
+    std::vector<at::Tensor> tensors;
+    tensors.reserve(n + n_items);
+    std::vector<TPAny> items(n_items);
+    std::vector<int64_t> ints(n_ints);
+    std::vector<TPArray> arrays(n);
+    std::vector<TPIntArray> int_arrays(n);
     std::vector<TPAny> packed(n);
-    std::vector<at::Tensor> copies;  // compact copies of contiguous= arguments, kept for the call
-    copies.reserve(n);
+    std::vector<const at::Tensor*> written;  // version counters bumped before the call
+    size_t items_used = 0, ints_used = 0;
     for (size_t i = 0; i < n; ++i) {
       const Param& p = op.params[i];
       const c10::IValue& v = args[i];
       TPAny& a = packed[i];
-      a.flags = 0;
-      if (v.isNone() && p.optional) {
-        a.type_index = kTPNone;
-        a.v_int64 = 0;
-      } else if (p.kind == 't' && v.isTensor()) {
-        const at::Tensor& given = v.toTensor();
-        const at::Tensor& t = p.contiguous && !given.is_contiguous() ? copies.emplace_back(given.contiguous()) : given;
-        const DtypePair* dtype = ByTorch(t.scalar_type());
-        TORCH_CHECK(dtype != nullptr, op.name, "() argument '", p.name, "': expected a tensor of a DLPack dtype, got ",
-                    t.scalar_type());
-        TORCH_CHECK(t.device().is_cpu(), op.name, "() argument '", p.name,
-                    "': expected a CPU tensor (the registration library serves the CPU), got one on ", t.device());
-        if (p.written && !t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
-        DLTensor& d = views[i];
-        d.data = t.data_ptr();
-        d.device = {kDLCPU, 0};
-        d.ndim = static_cast<int32_t>(t.dim());
-        d.dtype = dtype->dl;
-        d.shape = const_cast<int64_t*>(t.sizes().data());
-        d.strides = const_cast<int64_t*>(t.strides().data());
-        d.byte_offset = 0;
+      a = TPAny{};
+      a.type_index = kTPNone;
+      if (v.isNone() && p.optional) continue;
+      if (p.code == kTPParamView && v.isTensor()) {
+        const at::Tensor& t = View(op, p, v.toTensor(), "", &views[i], &tensors);
+        if (p.written) written.push_back(&t);
         a.type_index = kTPDLTensorPtr;
-        a.v_dltensor = &d;
-      } else if (p.kind == 'i' && v.isInt()) {
+        a.v_dltensor = &views[i];
+      } else if (p.code == kTPParamInt && v.isInt()) {
         a.type_index = kTPInt;
         a.v_int64 = v.toInt();
-      } else if (p.kind == 'f' && v.isDouble()) {
+      } else if (p.code == kTPParamFloat && v.isDouble()) {
         a.type_index = kTPFloat;
         a.v_float64 = v.toDouble();
-      } else if (p.kind == 'b' && v.isBool()) {
+      } else if (p.code == kTPParamBool && v.isBool()) {
         a.type_index = kTPBool;
         a.v_int64 = v.toBool() ? 1 : 0;
+      } else if (p.code == kTPParamInts && v.isIntList()) {
+        const c10::List<int64_t> list = v.toIntList();
+        int64_t* data = ints.data() + ints_used;
+        for (size_t j = 0; j < list.size(); ++j) data[j] = list.get(j);
+        ints_used += list.size();
+        int_arrays[i] = TPIntArray{static_cast<int64_t>(list.size()), data};
+        a.type_index = kTPIntArray;
+        a.v_int_array = &int_arrays[i];
+      } else if (p.code == kTPParamViews && v.isTensorList()) {
+        const c10::List<at::Tensor> list = v.toTensorList();
+        TPAny* list_items = items.data() + items_used;
+        for (size_t j = 0; j < list.size(); ++j) {
+          DLTensor& view = views[n + items_used + j];
+          const at::Tensor& t = View(op, p, list.get(j), " item " + std::to_string(j), &view, &tensors);
+          if (p.written) written.push_back(&t);
+          list_items[j] = TPAny{};
+          list_items[j].type_index = kTPDLTensorPtr;
+          list_items[j].v_dltensor = &view;
+        }
+        arrays[i] = TPArray{static_cast<int64_t>(list.size()), list_items};
+        items_used += list.size();
+        a.type_index = kTPArray;
+        a.v_array = &arrays[i];
       } else {
-        TORCH_CHECK(false, op.name, "() argument '", p.name, "': expected ", KindName(p.kind), ", got a ", v.tagKind());
+        TORCH_CHECK(false, op.name, "() argument '", p.name, "': expected ", KindName(p.code), ", got a ",
+                    v.tagKind());
       }
     }
-    TPAny result;
-    result.type_index = kTPNone;
-    result.flags = 0;
-    result.v_int64 = 0;
-    int rc;
-    {
-      // Results allocate through torch for the call; the allocator bound before comes back.
-      struct Bind {
-        DLPackManagedTensorAllocator previous = TPEnvSetAllocator(Allocate);
-        ~Bind() { TPEnvSetAllocator(previous); }
-      } bind;
-      rc = TPFunctionCall(op.fn, packed.data(), static_cast<int32_t>(n), &result);
-    }
-    if (rc != 0) {
-      const char* kind = nullptr;
-      const char* message = nullptr;
-      std::string text = TPErrorGet(&kind, &message) ? std::string(kind) + ": " + message : "the kernel failed";
-      TPErrorClear();
-      TORCH_CHECK(false, op.name, "(): ", text);
-    }
+    // The plan checks the arguments (written ones that overlap) and evaluates the output rule.
+    const DLDevice cpu{kDLCPU, 0};
+    std::vector<TPTensorSpec> expected(std::max<int32_t>(op.n_outputs, 1));
+    if (TPPlanPrepare(op.plan, packed.data(), cpu, expected.data()) != 0) ThrowPlanError(op);
+    // Every tensor the kernel writes has its version counter bumped, as torch's own in-place ops do.
+    for (const at::Tensor* t : written)
+      if (!t->is_inference()) t->unsafeGetTensorImpl()->bump_version();
+    // Results allocate through torch for the call; the plan checks them against the rule.
+    TPAny result = TPAny{};
+    const TPPlanBinding binding{cpu, nullptr, Allocate, nullptr};
+    if (TPPlanInvoke(op.plan, packed.data(), &binding, expected.data(), &result) != 0) ThrowPlanError(op);
     std::vector<at::Tensor> outputs = Results(op, &result);
-    Check(op, args, outputs);
     torch::jit::drop(*stack, n);
     for (auto& t : outputs) stack->emplace_back(std::move(t));
   }
 
  private:
-  static const char* KindName(char kind) {
-    return kind == 't' ? "a Tensor" : kind == 'i' ? "an int" : kind == 'f' ? "a float" : "a bool";
+  static const char* KindName(int32_t code) {
+    switch (code) {
+      case kTPParamView: return "a Tensor";
+      case kTPParamInt: return "an int";
+      case kTPParamFloat: return "a float";
+      case kTPParamBool: return "a bool";
+      case kTPParamInts: return "a list of ints";
+      default: return "a list of Tensors";
+    }
   }
 
-  // The kernel's result (kTPNone, a tensor, or a tuple of tensors) as torch tensors; the
-  // TPAny is released.
+  // `given` as a DLTensor view at `d` (a compact copy, kept in `tensors`, for a
+  // contiguous= parameter); the tensor viewed.
+  static const at::Tensor& View(const Op& op, const Param& p, const at::Tensor& given, const std::string& item,
+                                DLTensor* d, std::vector<at::Tensor>* tensors) {
+    const at::Tensor& t =
+        tensors->emplace_back(p.contiguous && !given.is_contiguous() ? given.contiguous() : given);
+    const DtypePair* dtype = ByTorch(t.scalar_type());
+    TORCH_CHECK(dtype != nullptr, op.name, "() argument '", p.name, "'", item,
+                ": expected a tensor of a DLPack dtype, got ", t.scalar_type());
+    TORCH_CHECK(t.device().is_cpu(), op.name, "() argument '", p.name, "'", item,
+                ": expected a CPU tensor (the registration library serves the CPU), got one on ", t.device());
+    d->data = t.data_ptr();
+    d->device = {kDLCPU, 0};
+    d->ndim = static_cast<int32_t>(t.dim());
+    d->dtype = dtype->dl;
+    d->shape = const_cast<int64_t*>(t.sizes().data());
+    d->strides = const_cast<int64_t*>(t.strides().data());
+    d->byte_offset = 0;
+    return t;
+  }
+
+  // The kernel's result (kTPNone, a tensor, or a tuple of as many tensors as the plan
+  // declares: the plan checked it) as torch tensors; the TPAny is released.
   static std::vector<at::Tensor> Results(const Op& op, TPAny* result) {
     std::vector<at::Tensor> out;
-    std::string error;
-    if (result->type_index == kTPTensor) {
-      DLManagedTensorVersioned* m = result->v_tensor;
-      result->type_index = kTPNone;
-      out.push_back(ToTorch(m, op.name));
-    } else if (result->type_index == kTPTuple) {
-      TPTuple* tuple = result->v_tuple;
-      for (int32_t k = 0; k < tuple->size && error.empty(); ++k) {
-        TPAny& item = tuple->items[k];
-        if (item.type_index != kTPTensor) {
-          error = "item " + std::to_string(k) + " of its result is not a tensor";
-          break;
-        }
-        DLManagedTensorVersioned* m = item.v_tensor;
-        item.type_index = kTPNone;
+    TPAny* results = result->type_index == kTPTuple ? result->v_tuple->items : result;
+    try {
+      for (int32_t k = 0; k < op.n_outputs; ++k) {
+        DLManagedTensorVersioned* m = results[k].v_tensor;
+        results[k].type_index = kTPNone;  // consumed by ToTorch
         out.push_back(ToTorch(m, op.name));
       }
+    } catch (...) {
       TPAnyRelease(result);
-    } else if (result->type_index != kTPNone) {
-      error = "its result is not a tensor, a tuple of tensors or nothing (type index " +
-              std::to_string(result->type_index) + ")";
-      TPAnyRelease(result);
+      throw;
     }
-    TORCH_CHECK(error.empty(), op.name, "(): ", error);
-    TORCH_CHECK(static_cast<int64_t>(out.size()) == op.outputs, "op '", op.name, "' returned ", out.size(),
-                " tensors, but its schema declares ", op.outputs);
+    TPAnyRelease(result);
     return out;
-  }
-
-  // Each result against its output rule, as far as the record's compiled form reaches.
-  static void Check(const Op& op, const c10::IValue* args, const std::vector<at::Tensor>& outputs) {
-    if (!op.checked) return;
-    for (size_t k = 0; k < outputs.size() && k < op.rules.size(); ++k) {
-      const Rule& r = op.rules[k];
-      const at::Tensor& t = outputs[k];
-      std::vector<int64_t> shape;
-      std::vector<bool> known;
-      if (r.shape_kind == Rule::kLike) {
-        const at::Tensor& like = args[r.like].toTensor();
-        shape.assign(like.sizes().begin(), like.sizes().end());
-        known.assign(shape.size(), true);
-      } else if (r.shape_kind == Rule::kDims) {
-        for (size_t d = 0; d < r.dims.size(); ++d) {
-          known.push_back(r.dim_checked[d]);
-          shape.push_back(r.dim_checked[d] ? Eval(op, r.dims[d], args) : -1);
-        }
-      }
-      bool ok = r.shape_kind == Rule::kUnchecked || static_cast<int64_t>(shape.size()) == t.dim();
-      for (size_t d = 0; ok && d < shape.size(); ++d) ok = !known[d] || shape[d] == t.size(d);
-      c10::ScalarType dtype = r.dtype_kind == Rule::kParam ? args[r.dtype_param].toTensor().scalar_type() : r.dtype;
-      ok = ok && (r.dtype_kind == Rule::kAny || dtype == t.scalar_type());
-      c10::DeviceType device = r.device;  // kFixed's, and kPrimary's: CPU, where every tensor here is
-      if (r.device_kind == Rule::kParam) device = args[r.device_param].toTensor().device().type();
-      ok = ok && (r.device_kind == Rule::kAny || device == t.device().type());
-      if (ok) continue;
-      std::ostringstream want;
-      const DtypePair* d = r.dtype_kind == Rule::kAny ? nullptr : ByTorch(dtype);
-      want << (d ? d->name : "any dtype") << "[";
-      if (r.shape_kind == Rule::kUnchecked) want << "...";
-      for (size_t i = 0; i < shape.size(); ++i) {
-        want << (i ? ", " : "");
-        if (known[i]) want << shape[i]; else want << "?";
-      }
-      want << "] on " << (r.device_kind == Rule::kAny ? std::string("any device") : c10::DeviceTypeName(device, true));
-      TORCH_CHECK(false, "op '", op.name, "' returned ", Describe(t), " as result ", k,
-                  ", but its output rule declares ", want.str());
-    }
-  }
-
-  static int64_t Eval(const Op& op, const std::vector<std::vector<Json>>& program, const c10::IValue* args) {
-    std::vector<int64_t> st;
-    for (const auto& item : program) {
-      const std::string& code = item[0].s;
-      if (code == "const") {
-        st.push_back(item[1].i);
-      } else if (code == "int") {
-        st.push_back(args[item[1].i].toInt());
-      } else if (code == "shape") {
-        const at::Tensor& t = args[item[1].i].toTensor();
-        int64_t k = item[2].i < 0 ? item[2].i + t.dim() : item[2].i;
-        TORCH_CHECK(k >= 0 && k < t.dim(), op.name, "(): its output rule reads dimension ", item[2].i,
-                    " of argument '", op.params[item[1].i].name, "', which has ", t.dim());
-        st.push_back(t.size(k));
-      } else if (code == "neg") {
-        st.back() = -st.back();
-      } else {
-        const int64_t b = st.back();
-        st.pop_back();
-        int64_t& a = st.back();
-        a = code == "+" ? a + b : code == "-" ? a - b : code == "*" ? a * b
-            : code == "//" ? FloorDiv(a, b, op.name) : a - FloorDiv(a, b, op.name) * b;
-      }
-    }
-    return st.back();
   }
 
   std::shared_ptr<const Op> op_;
@@ -569,13 +513,10 @@ std::string TPError() {
   return text;
 }
 
-// The kinds a parameter of the record may have here, by the kernel signature's kind.
-char ParamKind(const std::string& kind) {
-  if (kind == "view" || kind == "mview") return 't';
-  if (kind == "int") return 'i';
-  if (kind == "float") return 'f';
-  if (kind == "bool") return 'b';
-  return 0;
+// The parameter kinds this library reads torch's values into (TPParamKind, the record's codes).
+bool Served(int32_t code) {
+  return code == kTPParamView || code == kTPParamInt || code == kTPParamFloat || code == kTPParamBool ||
+         code == kTPParamInts || code == kTPParamViews;
 }
 
 // The parameter kinds of a signature string ("x:view;alpha:float=1.0->tensor"), '?' kept.
@@ -594,49 +535,61 @@ std::vector<std::string> SignatureKinds(const std::string& signature) {
   return kinds;
 }
 
-Rule ReadRule(const Json& rule, const std::string& where) {
-  Rule r;
-  const Json* program = rule.get("program");
-  if (program == nullptr || program->kind != Json::kObject) return r;  // a rule without a compiled form: unchecked
-  const Json& shape = program->at("shape", where);
-  if (shape.kind == Json::kArray && !shape.items.empty() && shape.items[0].kind == Json::kString) {
-    r.shape_kind = Rule::kLike;  // ["like", i]
-    r.like = shape.items.at(1).i;
-  } else if (shape.kind == Json::kArray) {
-    r.shape_kind = Rule::kDims;
-    for (const Json& dim : shape.items) {
-      r.dim_checked.push_back(dim.kind == Json::kArray);
-      std::vector<std::vector<Json>> steps;
-      for (const Json& step : dim.items) steps.push_back(step.items);
-      r.dims.push_back(std::move(steps));
+int64_t Int(const Json& v, const std::string& where, const char* what) {
+  TORCH_CHECK(v.kind == Json::kInt, where, ": ", what, " is not an integer");
+  return v.i;
+}
+
+// The output rules of the record (aoti.add_ops's "outputs", tensorplug.plans.compile_outputs's
+// encoding) as the plan's TPOutputRule, whose arrays `steps` and `dim_steps` hold.
+struct Rules {
+  std::vector<TPOutputRule> rules;
+  std::vector<std::vector<int32_t>> dim_steps;
+  std::vector<std::vector<TPRuleStep>> steps;
+};
+
+void ReadOutputs(const Json& outputs, const std::string& where, Rules* out) {
+  TORCH_CHECK(outputs.kind == Json::kArray, where, ": 'outputs' is not a list of output rules");
+  const size_t n = outputs.items.size();
+  out->rules.resize(n);
+  out->dim_steps.resize(n);
+  out->steps.resize(n);
+  for (size_t k = 0; k < n; ++k) {
+    const Json& rule = outputs.items[k];
+    const std::string at = where + ", output rule " + std::to_string(k);
+    TORCH_CHECK(rule.kind == Json::kArray && rule.items.size() == 10, at, ": expected (shape_from, shape_param, "
+                "dims, dtype_from, dtype_param, dtype, device_from, device_param, device_type, device_id)");
+    const std::vector<Json>& f = rule.items;
+    TPOutputRule& r = out->rules[k];
+    r = TPOutputRule{};
+    r.shape_from = static_cast<int32_t>(Int(f[0], at, "shape_from"));
+    r.shape_param = static_cast<int32_t>(Int(f[1], at, "shape_param"));
+    TORCH_CHECK(f[2].kind == Json::kArray, at, ": dims is not a list of programs");
+    for (const Json& program : f[2].items) {
+      TORCH_CHECK(program.kind == Json::kArray, at, ": a dimension's program is not a list of steps");
+      out->dim_steps[k].push_back(static_cast<int32_t>(program.items.size()));
+      for (const Json& step : program.items) {
+        TORCH_CHECK(step.kind == Json::kArray && !step.items.empty() && step.items.size() <= 4, at,
+                    ": a step is not (op, a, b, c)");
+        int64_t v[4] = {0, 0, 0, 0};
+        for (size_t j = 0; j < step.items.size(); ++j) v[j] = Int(step.items[j], at, "a step's operand");
+        out->steps[k].push_back(TPRuleStep{static_cast<int32_t>(v[0]), 0, v[1], v[2], v[3]});
+      }
     }
-  }
-  const Json& dtype = program->at("dtype", where);
-  if (dtype.kind == Json::kArray && dtype.items.at(0).s == "param") {
-    r.dtype_kind = Rule::kParam;
-    r.dtype_param = dtype.items.at(1).i;
-  } else if (dtype.kind == Json::kArray && dtype.items.at(0).s == "fixed") {
-    const DtypePair* d = ByName(dtype.items.at(1).s);
-    if (d != nullptr) {
-      r.dtype_kind = Rule::kFixed;
-      r.dtype = d->torch;
+    r.ndim = static_cast<int32_t>(out->dim_steps[k].size());
+    r.dim_steps = out->dim_steps[k].data();
+    r.steps = out->steps[k].data();
+    r.dtype_from = static_cast<int32_t>(Int(f[3], at, "dtype_from"));
+    r.dtype_param = static_cast<int32_t>(Int(f[4], at, "dtype_param"));
+    TORCH_CHECK(f[5].kind == Json::kString, at, ": the dtype is not a string");
+    if (r.dtype_from == kTPFromFixed) {
+      TORCH_CHECK(tensorplug::DataTypeFromString(f[5].s, &r.dtype), at, ": '", f[5].s, "' is not a dtype's name");
     }
+    r.device_from = static_cast<int32_t>(Int(f[6], at, "device_from"));
+    r.device_param = static_cast<int32_t>(Int(f[7], at, "device_param"));
+    r.device = DLDevice{static_cast<DLDeviceType>(Int(f[8], at, "device_type")),
+                        static_cast<int32_t>(Int(f[9], at, "device_id"))};
   }
-  const Json& device = program->at("device", where);
-  if (device.kind == Json::kArray) {
-    const std::string& how = device.items.at(0).s;
-    if (how == "param") {
-      r.device_kind = Rule::kParam;
-      r.device_param = device.items.at(1).i;
-    } else if (how == "primary") {
-      r.device_kind = Rule::kPrimary;  // every tensor here is on the CPU, results too
-    } else if (how == "fixed") {
-      const std::string& name = device.items.at(1).s;
-      r.device_kind = Rule::kFixed;
-      r.device = name.rfind("cuda", 0) == 0 ? c10::DeviceType::CUDA : c10::DeviceType::CPU;
-    }
-  }
-  return r;
 }
 
 struct Registry {
@@ -657,21 +610,19 @@ std::shared_ptr<Op> ReadOp(const Json& entry, const std::string& library_dir, Re
   op->library = entry.at("library", where).s;
   if (!library_dir.empty()) op->library = library_dir + "/" + Basename(op->library);
   op->function = entry.at("function", where).s;
-  op->outputs = entry.at("outputs", where).i;
+  op->n_outputs = static_cast<int32_t>(Int(entry.at("n_outputs", where), where, "'n_outputs'"));
   for (const Json& p : entry.at("params", where).items) {
     const Json* contiguous = p.get("contiguous");
-    Param param{p.at("name", where).s, ParamKind(p.at("kind", where).s), p.at("optional", where).b,
-                p.at("written", where).b, contiguous != nullptr && contiguous->b};
-    TORCH_CHECK(param.kind != 0, "op '", op->name, "' (kernel library '", op->library, "'): parameter '", param.name,
-                "' is of kind '", p.at("kind", where).s, "', which the registration library does not take (it takes "
-                "tensors, ints, floats and bools; a Python process serves the rest)");
+    const Json& code = p.at("code", where);
+    Param param{p.at("name", where).s, p.at("kind", where).s,
+                code.kind == Json::kInt ? static_cast<int32_t>(code.i) : -1, p.at("optional", where).b, p.at("written", where).b, contiguous != nullptr && contiguous->b};
+    TORCH_CHECK(Served(param.code), "op '", op->name, "' (kernel library '", op->library, "'): parameter '",
+                param.name, "' is of kind '", param.kind, "', which the registration library does not take (it takes "
+                "tensors, ints, floats, bools, int lists and tensor lists; a Python process serves the rest)");
     op->params.push_back(std::move(param));
   }
-  const Json& returns = entry.at("returns", where);
-  if (returns.kind == Json::kObject) {
-    op->checked = true;
-    for (const Json& rule : returns.at("rules", where).items) op->rules.push_back(ReadRule(rule, where));
-  }
+  Rules rules;
+  ReadOutputs(entry.at("outputs", where), where, &rules);
   // The kernel library and its function, through tensorplug's C API: the ABI record is
   // checked before the library's code runs.
   TPModuleHandle module = nullptr;
@@ -694,12 +645,33 @@ std::shared_ptr<Op> ReadOp(const Json& entry, const std::string& library_dir, Re
     bool same = kinds.size() == op->params.size();
     for (size_t i = 0; same && i < kinds.size(); ++i) {
       const std::string base = kinds[i][0] == '?' ? kinds[i].substr(1) : kinds[i];
-      same = ParamKind(base) == op->params[i].kind && (kinds[i][0] == '?') == op->params[i].optional;
+      same = base == op->params[i].kind && (kinds[i][0] == '?') == op->params[i].optional;
     }
     TORCH_CHECK(same, "op '", op->name, "': function '", op->function, "' of kernel library '", op->library,
                 "' has the signature '", signature, "', which is not the one the record holds; export the package "
                 "again with this library");
   }
+  // The op's call plan, kept for the process (torch may call the kernel until it ends).
+  std::vector<TPPlanParam> params;
+  for (const Param& p : op->params) {
+    TPPlanParam param{};
+    param.name = p.name.c_str();
+    param.kind = p.code;
+    param.optional = p.optional;
+    param.written = p.written;
+    params.push_back(param);
+  }
+  TPPlanSpec spec{};
+  spec.op = op->name.c_str();
+  spec.function = fn;
+  spec.num_params = static_cast<int32_t>(params.size());
+  spec.params = params.data();
+  spec.num_outputs = op->n_outputs;
+  spec.outputs = rules.rules.data();
+  TORCH_CHECK(static_cast<int32_t>(rules.rules.size()) == op->n_outputs, where, ": ", rules.rules.size(),
+              " output rules for ", op->n_outputs, " results");
+  TORCH_CHECK(TPPlanCreate(&spec, &op->plan) == 0, "op '", op->name, "' (kernel library '", op->library,
+              "'): its record makes no call plan: ", TPError());
   return op;
 }
 
@@ -708,7 +680,7 @@ int RegisterRecord(const std::string& text, const std::string& record_name, cons
   const Json* version = doc.get("version");
   TORCH_CHECK(version != nullptr && version->i == kRecordVersion, record_name, ": a tensorplug record of version ",
               version ? std::to_string(version->i) : std::string("1"), "; this registration library reads version ",
-              kRecordVersion, " (record the ops again with this tensorplug's aoti.add_ops)");
+              kRecordVersion, " only (record the ops again with this tensorplug's aoti.add_ops)");
   Registry& registry = TheRegistry();
   std::lock_guard<std::mutex> lock(registry.mutex);
   int registered = 0;

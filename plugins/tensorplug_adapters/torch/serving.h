@@ -18,14 +18,15 @@
 namespace tensorplug_serving {
 
 // Registers every tensorplug op recorded in the AOTInductor package at `package_path`
-// (tensorplug_adapters.torch.aoti.add_ops's record, version 2): loads each kernel library
+// (tensorplug_adapters.torch.aoti.add_ops's record, version 3): loads each kernel library
 // it names through tensorplug's C API, defines each op's schema and overloads, and
 // registers its CPU kernel with torch's dispatcher. `library_dir`, when not empty, is where
 // the kernel libraries are found (by file name) instead of the paths the record holds.
 // Ops this process already has (same name and overload) are left as they are. Returns the
 // number of ops registered. Throws c10::Error naming the op and the kernel library when a
 // library cannot be loaded, lacks the function, was built for another tensorplug ABI, or
-// the function's signature differs from the record; nothing of that op is registered.
+// the function's signature differs from the record, or when the record makes no call plan
+// (tensorplug/plan.h, whose TPPlanCreate refuses it); nothing of that op is registered.
 int register_package(const std::string& package_path, const std::string& library_dir = "");
 
 }  // namespace tensorplug_serving
