@@ -144,7 +144,32 @@ def test_a_result_that_breaks_the_output_rule_is_refused_naming_the_op(ops):
     with pytest.raises(ValueError) as refused:
         paddle.jit.to_static(f, full_graph=True)(x)
     assert paddle_error_text(str(refused.value)) == (
-        "op 'tppaddle::wrong_rows' returned float32[3] as result 0, but its shape rule declares float32[5]")
+        "op 'tppaddle::wrong_rows' returned float32[3] on cpu:0 as result 0, but its output rule declares "
+        "float32[5] on cpu:0")  # the call plan's check, run by the operator's native kernel
+
+
+def test_a_node_runs_the_call_plan_and_a_shape_function_runs_the_callback(ops, monkeypatch):
+    # Issue 43's speed item: an op with a compiled output rule runs its call plan in the
+    # operator's kernel (op.cc), with no Python; a rule that is a Python function keeps the
+    # callback into Python, which runs _forward.
+    calls = []
+    forward = paddle_static._forward
+    monkeypatch.setattr(paddle_static, "_forward", lambda *args: calls.append(1) or forward(*args))
+
+    def planned(x):
+        return ops.scale(ops.scale(x, 2.0, None), 0.5, x)
+
+    static = paddle.jit.to_static(planned, full_graph=True)
+    for _ in range(2):
+        assert static(paddle.to_tensor([1.0, 2.0])).numpy().tolist() == [2.0, 4.0]
+    assert calls == []
+
+    def shaped(x):
+        return ops.pad(x, 1, 2, 9.0)  # returns=_pad_shape, a Python function
+
+    got = paddle.jit.to_static(shaped, full_graph=True)(paddle.to_tensor([1.0, 2.0]))
+    assert got.numpy().tolist() == [9.0, 1.0, 2.0, 9.0, 9.0]
+    assert calls
 
 
 def test_eager_calls_without_a_gradient_run_the_kernel_function(ops):

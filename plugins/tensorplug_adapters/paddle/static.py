@@ -7,9 +7,15 @@ How a call becomes a node: :func:`call` puts the op's tensors in one list and th
 the call (scalars, where each tensor goes, the kernel's library and name) in a JSON
 attribute, and calls ``_C_ops._run_custom_op("tensorplug_op<n>_<k>", ...)`` (n: its tensors,
 k: the op's results plus its written tensors). paddle asks the operator's infer functions for the
-results' shapes and dtypes, which call back here to evaluate the op's output rule; at run
-time the kernel calls back here with the tensors as DLPack, and the kernel function runs on
-them (its results checked against the rule, naming the op). An op that writes arguments
+results' shapes and dtypes, which call back here to evaluate the op's output rule (once per
+distinct question: op.cc keeps the answers). At run time the kernel runs the op's call plan
+(:func:`tensorplug.plans.make`, made here and handed to op.cc on a node's first run,
+:func:`_describe`) with no Python: paddle's tensors as DLTensor views, the output rule
+evaluated and the results checked by the plan, naming the op, results allocated by paddle.
+An op whose rule is a Python shape function (:class:`tensorplug.plans.NotCompilable`), a
+program's op this process does not declare, and a GPU call take the callback instead: the
+kernel calls back here with the tensors as DLPack, and the kernel function runs on them
+(its results checked against the rule, naming the op). An op that writes arguments
 runs on copies of the written tensors in the program and the copies are its results (the
 adapter writes them back to the caller's tensors, as ``torch.compile`` functionalizes).
 
@@ -19,6 +25,10 @@ first traced call of a process (about 35 s; once per paddle version and source:
 registered with paddle (``load_op_meta_info_and_register_op``), which opens the same file.
 Without a compiler the traced call raises, saying why: a Python call inside a static
 program cannot run, and never runs the kernel on placeholders (docs/decisions.md).
+
+Over 500 lines: one idea, the Python half of paddle's operator -- building it, a call as a
+node, and what op.cc asks of Python (a node's plan and call, the callbacks) -- all reading
+the node's call attribute as :func:`call` writes it.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ import ctypes
 import json
 import logging
 import os
+import struct
 import sys
 import sysconfig
 import threading
@@ -38,7 +49,7 @@ _log = logging.getLogger("tensorplug")
 
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "op.cc")
 _LIBRARY = "tensorplug_paddle_op"
-_INTERFACE = 1
+_INTERFACE = 2
 MAX_RESULTS = 4  # tensorplug_op<n>_<k>: k results (op.cc)
 MAX_TENSORS = 6  # n tensors
 _MAX_RANK = 16
@@ -61,6 +72,8 @@ _INFER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes
                           ctypes.POINTER(ctypes.c_int32), ctypes.c_int64, ctypes.POINTER(ctypes.c_int64),
                           ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int32), ctypes.c_void_p,
                           ctypes.c_int64)
+_DESCRIBE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64),
+                             ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)
 
 
 def _paddle():
@@ -103,17 +116,17 @@ def register() -> bool:
             _error = f"the paddle operator of tensorplug ops could not be built or loaded: {e}"
             _log.warning("tensorplug: %s", _error)
             return False
-        run, infer = _RUN(_run), _INFER(_infer)
+        run, infer, describe = _RUN(_run), _INFER(_infer), _DESCRIBE(_describe)
         set_callbacks.restype = ctypes.c_int
-        set_callbacks.argtypes = [_RUN, _INFER]
-        if set_callbacks(run, infer) != _INTERFACE:
+        set_callbacks.argtypes = [_RUN, _INFER, _DESCRIBE]
+        if set_callbacks(run, infer, describe) != _INTERFACE:
             _error = "the compiled paddle operator speaks another interface than this tensorplug"
             return False
         # paddle opens the file ctypes opened (the same inode: the loader shares the mapping).
         from paddle.utils.cpp_extension import load_op_meta_info_and_register_op
 
         load_op_meta_info_and_register_op(library.loaded_from)
-        _callbacks = (run, infer)
+        _callbacks = (run, infer, describe)
         _library = library
         return True
 
@@ -130,6 +143,7 @@ def call(op, args, kwargs):
     if not register():
         raise RuntimeError(f"{op.name}: this call needs paddle's operator for the op (inside paddle.jit.to_static, "
                            f"or where a gradient may flow), but {_error}")
+    _plan_of(op)  # an op declared again under its name: op.cc forgets the nodes it described
     paddle = _paddle()
     bound = op.bind(args, kwargs)
     tensors, entries, written = [], [], []
@@ -216,6 +230,94 @@ def _kernel_of(op):
                     break
         _kernels[op.name] = None if found is None else [found, op.function.__name__]
     return _kernels[op.name]
+
+
+# ------------------------------------------------------------ the native kernel ----
+# A node whose op has a call plan runs it in op.cc with no Python (its "native kernel"): the
+# first run of each node asks _describe for the plan and for the call attribute in op.cc's
+# encoding, and op.cc keeps both for the node's later runs.
+_plans: dict = {}  # op name -> (the op, its plan capsule or None)
+# op.cc's kDescribe* codes.
+_NONE, _VIEW, _VIEWS, _INT, _FLOAT, _BOOL, _STR, _DEVICE, _DTYPE, _INTS, _TENSOR = range(11)
+
+
+def _plan_of(op):
+    """``op``'s call plan (a capsule kept for the process: op.cc retains its pointer), or None
+    where the op runs the Python callback: an output rule that is a Python shape function
+    (:class:`tensorplug.plans.NotCompilable`), a parameter a plan cannot pass."""
+    held = _plans.get(op.name)
+    if held is not None and held[0] is op:
+        return held[1]
+    from tensorplug import plans
+
+    try:
+        plan = plans.make(op)
+    except ValueError:  # NotCompilable among them
+        plan = None
+    if held is not None and _library is not None:  # declared again: the nodes op.cc described name the old op
+        _library.tp_paddle_forget_nodes()
+    _plans[op.name] = (op, plan)
+    return plan
+
+
+def _encode(op, spec, words: list, strings: bytearray) -> bool:
+    """The node's call (``spec``, its parsed attribute) in op.cc's words; False where the
+    Python callback must run it (a value op.cc's encoding does not carry)."""
+    from tensorplug import Device
+
+    contiguous = set(op.contiguous_index)
+    for i, (p, entry) in enumerate(zip(op.params, spec["p"])):
+        if entry is None:
+            words.append(_NONE)
+        elif entry[0] == "t":
+            words += [_TENSOR if p.kind == "tensor" else _VIEW, entry[1], int(i in contiguous)]
+        elif entry[0] == "l":
+            words += [_VIEWS, len(entry[1]), int(i in contiguous), *entry[1]]
+        else:
+            value = entry[1]
+            if p.kind == "bool" and isinstance(value, bool):
+                words += [_BOOL, int(value)]
+            elif p.kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+                words += [_INT, value]
+            elif p.kind == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
+                words += [_FLOAT, int.from_bytes(struct.pack("<d", float(value)), "little", signed=True)]
+            elif p.kind == "str" and isinstance(value, str):
+                words += [_STR, len(strings)]
+                strings += value.encode() + b"\0"
+            elif p.kind == "ints" and isinstance(value, list):
+                words += [_INTS, len(value), *value]
+            elif p.kind == "device" and isinstance(value, str):
+                kind, _, index = value.replace("gpu", "cuda").partition(":")
+                if kind not in ("cpu", "cuda") or not (index or "0").isdigit():
+                    return False
+                words += [_DEVICE, *Device(kind, int(index or 0)).dlpack]
+            else:  # dtypes and anything else: the Python callback
+                return False
+    return True
+
+
+def _describe(name, spec_text, words, n_words, strings, n_strings, error, error_size):
+    try:
+        from tensorplug import get_op
+
+        op = get_op(name.decode())
+        plan = None if op is None else _plan_of(op)
+        words[0] = 0
+        if plan is None:  # a saved program's op this process does not declare, or no plan: the callback
+            return 0
+        spec = _parse(spec_text)
+        encoded = [op.n_outputs, len(op.params), len(spec["w"]), *spec["w"]]
+        text = bytearray()
+        if not _encode(op, spec, encoded, text) or len(encoded) + 1 > n_words or len(text) > n_strings:
+            return 0
+        for k, word in enumerate(encoded, 1):
+            words[k] = word
+        ctypes.memmove(strings, bytes(text), len(text))
+        words[0] = _capsule_pointer(plan, b"tensorplug.TPPlanHandle")  # op.cc retains it; _plans keeps the capsule
+        return 0
+    except BaseException as e:  # noqa: BLE001 - reported to paddle, which raises it
+        _write_error(error, error_size, e)
+        return 1
 
 
 # ----------------------------------------------------------------- callbacks ----
