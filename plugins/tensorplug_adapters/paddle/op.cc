@@ -42,6 +42,9 @@
 
 #include "paddle/common/enforce.h"
 #include "paddle/extension.h"
+#include "paddle/phi/api/include/context_pool.h"
+#include "paddle/phi/core/dense_tensor.h"
+#include "paddle/phi/core/device_context.h"
 #include "tensorplug/dlpack.h"
 #include "tensorplug/plan.h"
 
@@ -505,8 +508,12 @@ int PaddleAllocator(DLTensor* prototype, DLManagedTensorVersioned** out, void* e
     const phi::Place place = prototype->device.device_type == kDLCUDA
                                  ? phi::Place(phi::GPUPlace(prototype->device.device_id))
                                  : phi::Place(phi::CPUPlace());
-    std::vector<int64_t> shape(prototype->shape, prototype->shape + ndim);
-    *out = &Own(paddle::empty(phi::IntArray(shape), FromDL(prototype->dtype), place))->managed;
+    // A DenseTensor from paddle's allocator directly: paddle::empty would dispatch its kernel
+    // by name (the most of a small op's allocation).
+    auto dense = std::make_shared<phi::DenseTensor>();
+    dense->Resize(common::make_ddim(std::vector<int64_t>(prototype->shape, prototype->shape + ndim)));
+    paddle::experimental::DeviceContextPool::Instance().Get(place)->Alloc(dense.get(), FromDL(prototype->dtype));
+    *out = &Own(paddle::Tensor(std::move(dense)))->managed;
     return 0;
   } catch (const std::exception& e) {
     set_error(error_ctx, "MemoryError", (std::string("paddle could not allocate the tensor: ") + e.what()).c_str());
