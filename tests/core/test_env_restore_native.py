@@ -82,9 +82,38 @@ def _capi():
     return lib
 
 
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+def _lent_pending() -> bool:
+    """Whether the thread still has tensors lent: with TPLentAllocator bound by hand, an
+    allocation finds lent tensors, or reports that none are (the state after every call)."""
+    lib = _capi()
+    lent = ctypes.cast(lib.TPLentAllocator, ctypes.c_void_p).value
+    saved = lib.TPEnvSetAllocator(lent)
+    try:
+        shape = (ctypes.c_int64 * 1)(3)
+        prototype = _DLTensor(None, 1, 0, 1, 2, 32, 1, shape, None, 0)  # float32[3] on the CPU
+        out = ctypes.c_void_p()
+        lib.TPEnvAllocTensor.argtypes = [ctypes.POINTER(_DLTensor), ctypes.POINTER(ctypes.c_void_p)]
+        if lib.TPEnvAllocTensor(ctypes.byref(prototype), ctypes.byref(out)) == 0:
+            return True
+        kind, message = ctypes.c_char_p(), ctypes.c_char_p()
+        lib.TPErrorGet(ctypes.byref(kind), ctypes.byref(message))
+        text = message.value  # before TPErrorClear, which frees it
+        lib.TPErrorClear()
+        return b"no tensors are lent" not in text
+    finally:
+        lib.TPEnvSetAllocator(saved)
+
+
 def _state():
     lib = _capi()
-    return {"allocator": lib.TPEnvGetAllocator() or 0,
+    return {"allocator": lib.TPEnvGetAllocator() or 0, "lent pending": _lent_pending(),
             **{f"stream {k}": lib.TPEnvGetStream(*k) or 0 for k in STREAMS}}
 
 
@@ -97,7 +126,7 @@ def sentinel_env():
     saved_streams = {k: lib.TPEnvSetStream(*k, v) for k, v in STREAMS.items()}
     try:
         expected = _state()
-        assert expected == {"allocator": mod.sentinel_address(),
+        assert expected == {"allocator": mod.sentinel_address(), "lent pending": False,
                             **{f"stream {k}": v for k, v in STREAMS.items()}}
         yield expected
     finally:

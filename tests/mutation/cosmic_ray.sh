@@ -22,6 +22,9 @@ mkdir -p "$TREE" "$WORK/shim"
 # The installed extension, runtime library and headers next to the copy's Python files.
 installed=$(python -c 'import tensorplug._core as c, os; print(os.path.dirname(c.__file__))')
 cp -r "$installed"/. "$TREE/core/tensorplug/"
+# The plugins' compiled modules (tensorplug_adapters.<framework>._native, ...) next to their packages.
+plugins=$(python -c 'import tensorplug_adapters.numpy._exchange as m, os; print(os.path.dirname(os.path.dirname(m.__file__)))')
+(cd "$plugins" && find . -name '*.so' -exec cp --parents -t "$TREE/plugins/tensorplug_adapters/" {} +)
 printf '%s\n' 'import sys' \
   'sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "ScikitBuildRedirectingFinder"]' \
   > "$WORK/shim/sitecustomize.py"

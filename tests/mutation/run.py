@@ -39,7 +39,12 @@ ROOT = Path(__file__).resolve().parents[2]
 RECORD_PAGE = ROOT / "docs" / "testing.md"
 RECORD_START = "% mutation-result: start (written by tests/mutation/run.py --record)"
 RECORD_END = "% mutation-result: end"
-NEEDS_BUILD = ("csrc/", "CMakeLists.txt")
+# Sources CMake builds: the core, and the plugins' compiled modules (plugins/CMakeLists.txt).
+NEEDS_BUILD = ("csrc/", "CMakeLists.txt", "plugins/CMakeLists.txt", "plugins/tensorplug_adapters/numpy/exchange.cc",
+               "plugins/tensorplug_adapters/jax/", "plugins/tensorplug_adapters/torch/kernel.cc",
+               "plugins/tensorplug_adapters/torch/shim.", "plugins/tensorplug_adapters/torch/lazy_views.cc",
+               "plugins/tensorplug_adapters/torch/versions.cc", "plugins/tensorplug_adapters/torch/module.cc",
+               "plugins/tensorplug_adapters/torch/native.h")
 
 # Python startup in the test runs: hide the working tree's editable install (its import
 # finder would otherwise win over PYTHONPATH and test the unmutated tree).
@@ -119,7 +124,15 @@ class Workspace:
         if manifest.is_file():
             for installed in manifest.read_text().splitlines():
                 Path(installed).unlink(missing_ok=True)
-        return run(["cmake", "--install", self.build], self.log) == 0
+        if run(["cmake", "--install", self.build], self.log) != 0:
+            return False
+        # The plugins' modules are installed under the prefix (core/tensorplug_adapters/...);
+        # the copy imports its plugins from plugins/: each module goes next to its package.
+        for module in (self.tree / "core" / "tensorplug_adapters").rglob("*.so"):
+            target = self.tree / "plugins" / module.relative_to(self.tree / "core")
+            target.unlink(missing_ok=True)
+            shutil.copy2(module, target)
+        return True
 
     def pytest(self, tests) -> int:
         return run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests], self.log,
