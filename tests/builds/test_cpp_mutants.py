@@ -48,6 +48,13 @@ def test_load_releases_the_gil_by_default(tmp_path):
     assert cpp.load("gil_default", [src], release_gil=False).one.releases_gil is False
 
 
+def test_load_inline_releases_the_gil_by_default():
+    m = cpp.load_inline("gil_inline", "int64_t one() { return 1; }", functions=["one"])
+    assert m.one.releases_gil is True
+    assert cpp.load_inline("gil_inline", "int64_t one() { return 1; }", functions=["one"],
+                           release_gil=False).one.releases_gil is False
+
+
 def test_a_cpp_only_load_inline_needs_no_cuda_compiler(monkeypatch):
     # `one`'s definition is one the parameter reader does not match (noexcept(true)):
     # its export, without names, still goes with the C++ source
@@ -120,3 +127,21 @@ def test_cpp_is_compiled_as_cpp17_and_c_as_c11(tmp_path, capsys):
 def test_a_function_declared_with_void_parameters_takes_none():
     m = cpp.load_inline("void_params", "int64_t one(void) { return 1; }", functions=["one"])
     assert m.one() == 1
+
+
+def test_a_build_directory_in_the_cache_is_private(tmp_path, monkeypatch):
+    monkeypatch.setenv("TENSORPLUG_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "private_dir.cc"
+    src.write_text("#include <tensorplug/tensorplug.h>\nint64_t one() { return 1; }\nTENSORPLUG_EXPORT(one, one);\n")
+    out = Path(cpp.build("private_dir", [src])).parent
+    assert out.parent == tmp_path / "cache" and out.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_cpp_function_keeps_its_parameter_names_beside_cuda_sources():
+    import shutil
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not found")
+    m = cpp.load_inline("mixed_sources", "int64_t same(int64_t n) { return n; }",
+                        cuda_sources="__global__ void unused_kernel() {}", functions=["same"])
+    assert m.same.signature_text == "n:int->int" and m.same(n=3) == 3
