@@ -194,31 +194,46 @@ int64_t FloorDiv(int64_t a, int64_t b) {
   return q;
 }
 
+// The per-call failures, out of line and cold: the evaluation itself builds no string.
+[[gnu::noinline, gnu::cold]] void NoneError(const TPPlanObj& plan, int64_t p) {
+  FailOp(plan, "ValueError", "output rule: argument '" + plan.names[p] + "' is None");
+}
+[[gnu::noinline, gnu::cold]] void TypeIndexError(const TPPlanObj& plan, int64_t p, int32_t got, int32_t expected) {
+  FailOp(plan, "TypeError", "output rule: argument '" + plan.names[p] + "' has type index " + std::to_string(got) +
+                                ", expected " + std::to_string(expected));
+}
+[[gnu::noinline, gnu::cold]] void EmptyListError(const TPPlanObj& plan, int64_t p) {
+  FailOp(plan, "ValueError", "output rule: dtype from '" + plan.names[p] + "': the list is empty");
+}
+// "output rule: <a><x><b><y><c>" (a number printed where its text follows it).
+[[gnu::noinline, gnu::cold]] void RuleError(const TPPlanObj& plan, const char* kind, const char* a, int64_t x,
+                                            const char* b, int64_t y, const char* c) {
+  std::string what = std::string("output rule: ") + a;
+  if (b != nullptr) what += std::to_string(x) + b;
+  if (c != nullptr) what += std::to_string(y) + c;
+  FailOp(plan, kind, what);
+}
+
 // Tensor argument `p`, as a rule reads it (a view, or an owning tensor before the call
 // moves it); nullptr after recording the error when it is None.
 const DLTensor* TensorArg(const TPPlanObj& plan, const TPAny* args, int64_t p) {
   const TPAny& a = args[p];
   if (a.type_index == kTPTensor) return &a.v_tensor->dl_tensor;
   if (a.type_index == kTPDLTensorPtr) return a.v_dltensor;
-  FailOp(plan, "ValueError", "output rule: argument '" + plan.names[p] + "' is None");
-  return nullptr;
+  return NoneError(plan, p), nullptr;
 }
 
 // The argument of a kind the rule reads, checked (a framework's engine may hand over
 // anything: the plan trusts no caller).
 bool ArgIs(const TPPlanObj& plan, const TPAny* args, int64_t p, int32_t type_index) {
   if (args[p].type_index == type_index) return true;
-  FailOp(plan, "TypeError", "output rule: argument '" + plan.names[p] + "' has type index " +
-                                std::to_string(args[p].type_index) + ", expected " + std::to_string(type_index));
-  return false;
+  return TypeIndexError(plan, p, args[p].type_index, type_index), false;
 }
 
 bool Dim(const TPPlanObj& plan, const DLTensor& t, int64_t i, int64_t* out) {
   const int64_t k = i < 0 ? i + t.ndim : i;
   if (k < 0 || k >= t.ndim) {
-    FailOp(plan, "IndexError", "output rule: dimension " + std::to_string(i) + " of a " + std::to_string(t.ndim) +
-                                   "-d tensor");
-    return false;
+    return RuleError(plan, "IndexError", "dimension ", i, " of a ", t.ndim, "-d tensor"), false;
   }
   *out = t.shape[k];
   return true;
@@ -243,10 +258,7 @@ bool EvalDim(const TPPlanObj& plan, const std::vector<TPRuleStep>& steps, const 
         if (!ArgIs(plan, args, s.a, kTPIntArray)) return false;
         const TPIntArray& a = *args[s.a].v_int_array;
         const int64_t k = s.b < 0 ? s.b + a.size : s.b;
-        if (k < 0 || k >= a.size) {
-          return FailOp(plan, "IndexError", "output rule: item " + std::to_string(s.b) + " of " +
-                                                std::to_string(a.size)), false;
-        }
+        if (k < 0 || k >= a.size) return RuleError(plan, "IndexError", "item ", s.b, " of ", a.size, ""), false;
         stack[top++] = a.data[k];
         break;
       }
@@ -264,8 +276,7 @@ bool EvalDim(const TPPlanObj& plan, const std::vector<TPRuleStep>& steps, const 
         const TPArray& a = *args[s.a].v_array;
         const int64_t k = s.b < 0 ? s.b + a.size : s.b;
         if (k < 0 || k >= a.size) {
-          return FailOp(plan, "IndexError", "output rule: item " + std::to_string(s.b) + " of " +
-                                                std::to_string(a.size) + " tensors"), false;
+          return RuleError(plan, "IndexError", "item ", s.b, " of ", a.size, " tensors"), false;
         }
         if (!Dim(plan, *a.items[k].v_dltensor, s.c, &stack[top++])) return false;
         break;
@@ -274,7 +285,7 @@ bool EvalDim(const TPPlanObj& plan, const std::vector<TPRuleStep>& steps, const 
       default: {
         const int64_t r = stack[--top], l = stack[--top];
         if ((s.op == kTPRuleFloorDiv || s.op == kTPRuleMod) && r == 0) {
-          return FailOp(plan, "ZeroDivisionError", "output rule: division by zero"), false;
+          return RuleError(plan, "ZeroDivisionError", "division by zero", 0, nullptr, 0, nullptr), false;
         }
         stack[top++] = s.op == kTPRuleAdd ? l + r : s.op == kTPRuleSub ? l - r : s.op == kTPRuleMul ? l * r
                        : s.op == kTPRuleFloorDiv ? FloorDiv(l, r) : l - FloorDiv(l, r) * r;
@@ -298,7 +309,7 @@ bool EvalRule(const TPPlanObj& plan, const Rule& rule, const TPAny* args, DLDevi
       if (!ArgIs(plan, args, rule.shape_param, kTPIntArray)) return false;
       const TPIntArray& a = *args[rule.shape_param].v_int_array;
       if (a.size > TP_MAX_NDIM) {
-        return FailOp(plan, "ValueError", "output rule: a shape of " + std::to_string(a.size) + " dimensions"), false;
+        return RuleError(plan, "ValueError", "a shape of ", a.size, " dimensions", 0, nullptr), false;
       }
       spec->ndim = static_cast<int32_t>(a.size);
       std::memcpy(spec->shape, a.data, sizeof(int64_t) * a.size);
@@ -321,8 +332,7 @@ bool EvalRule(const TPPlanObj& plan, const Rule& rule, const TPAny* args, DLDevi
       if (!ArgIs(plan, args, rule.dtype_param, kTPArray)) return false;
       const TPArray& a = *args[rule.dtype_param].v_array;
       if (a.size == 0) {
-        return FailOp(plan, "ValueError", "output rule: dtype from '" + plan.names[rule.dtype_param] +
-                                              "': the list is empty"), false;
+        return EmptyListError(plan, rule.dtype_param), false;
       }
       spec->dtype = a.items[0].v_dltensor->dtype;
       break;
@@ -352,7 +362,7 @@ bool EvalRule(const TPPlanObj& plan, const Rule& rule, const TPAny* args, DLDevi
 
 // A written view must not have elements sharing memory (overlap.h). `item`: the index in a
 // list argument, else -1.
-bool CheckWritable(const TPPlanObj& plan, int32_t p, int64_t item, const DLTensor& view) {
+[[gnu::noinline]] bool CheckWritable(const TPPlanObj& plan, int32_t p, int64_t item, const DLTensor& view) {
   using tensorplug::runtime::ElementsOverlap;
   using tensorplug::runtime::Overlap;
   const Overlap overlap = ElementsOverlap(view);
@@ -362,15 +372,30 @@ bool CheckWritable(const TPPlanObj& plan, int32_t p, int64_t item, const DLTenso
   return false;
 }
 
+// Row-major compact (or no strides): no element shares memory, the layout of nearly every
+// written tensor, tested inline.
+inline bool Compact(const DLTensor& t) {
+  if (t.strides == nullptr) return true;
+  int64_t compact = 1;
+  for (int32_t k = t.ndim - 1; k >= 0; --k) {
+    if (t.shape[k] != 1 && t.strides[k] != compact) return false;
+    compact *= t.shape[k];
+  }
+  return true;
+}
+
 bool CheckArguments(const TPPlanObj& plan, const TPAny* args) {
   for (const int32_t p : plan.written) {
     const TPAny& a = args[p];
     if (a.type_index == kTPDLTensorPtr) {
-      if (!CheckWritable(plan, p, -1, *a.v_dltensor)) return false;
+      if (!Compact(*a.v_dltensor) && !CheckWritable(plan, p, -1, *a.v_dltensor)) return false;
     } else if (a.type_index == kTPArray) {
       for (int64_t j = 0; j < a.v_array->size; ++j) {
         const TPAny& item = a.v_array->items[j];
-        if (item.type_index == kTPDLTensorPtr && !CheckWritable(plan, p, j, *item.v_dltensor)) return false;
+        if (item.type_index == kTPDLTensorPtr && !Compact(*item.v_dltensor) &&
+            !CheckWritable(plan, p, j, *item.v_dltensor)) {
+          return false;
+        }
       }
     }
   }
@@ -386,11 +411,7 @@ bool CheckArguments(const TPPlanObj& plan, const TPAny* args) {
 
 // The function's result against the declaration: the number of tensors, and each one's
 // shape, dtype and device where `expected` holds them.
-int CheckResult(const TPPlanObj& plan, const TPTensorSpec* expected, TPAny* result) {
-  if (result->type_index == kTPTensor && plan.num_outputs == 1 && (expected == nullptr || plan.outputs.empty())) {
-    return 0;  // the common case: one tensor, its shape the caller's to check
-  }
-  if (result->type_index == kTPNone && plan.num_outputs == 0) return 0;  // destination passing
+[[gnu::noinline]] int CheckResult(const TPPlanObj& plan, const TPTensorSpec* expected, TPAny* result) {
   const size_t declared = static_cast<size_t>(plan.num_outputs);
   TPAny* results = result;
   size_t returned = result->type_index == kTPNone ? 0 : 1;
@@ -563,6 +584,12 @@ int TPPlanInvoke(TPPlanHandle plan, TPAny* args, const TPPlanBinding* binding, c
       TPAnyRelease(result);  // a failing function leaves none; released should it leave one
       result->type_index = kTPNone;
       return FunctionError(*plan);
+    }
+    // Common cases inline: nothing returned where nothing is declared (destination
+    // passing), or one tensor whose shape is the caller's to check (no rule, no specs).
+    if (result->type_index == kTPNone && plan->num_outputs == 0) return 0;
+    if (result->type_index == kTPTensor && plan->num_outputs == 1 && (expected == nullptr || plan->outputs.empty())) {
+      return 0;
     }
     return CheckResult(*plan, expected, result);
   } catch (const std::bad_alloc&) {

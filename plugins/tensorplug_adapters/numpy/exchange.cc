@@ -126,8 +126,9 @@ int UnsupportedDType(PyArrayObject* arr) {
   return -1;
 }
 
-// The view of `arr`, its element strides written to `strides` (ndim of them).
-int FillView(PyArrayObject* arr, DLTensor* out, int64_t* strides) {
+// The view of `arr`, its element strides written to `strides` (ndim of them). Inline: it is
+// the whole of an argument's import.
+__attribute__((always_inline)) inline int FillView(PyArrayObject* arr, DLTensor* out, int64_t* strides) {
   if (!DTypeOfDescr(PyArray_DESCR(arr), &out->dtype)) return UnsupportedDType(arr);
   const int ndim = PyArray_NDIM(arr);
   const npy_intp itemsize = PyArray_ITEMSIZE(arr);

@@ -556,7 +556,8 @@ bool ForEachTensor(const TorchPlan& plan, const StableIValue* stack, bool writte
 }
 
 // Whether tensor `handle` (0: None) is a plain tensor (memory of its own); notes its keys.
-bool PlainTensor(StableIValue handle, bool read_keys, ArgumentKeys* seen) {
+// `facts`: what the compiled bridge read of it already (its data pointer), else nullptr.
+bool PlainTensor(StableIValue handle, bool read_keys, ArgumentKeys* seen, const TensorFacts* facts) {
   if (handle == 0) return true;
   auto h = reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(handle));
   const void* impl = *reinterpret_cast<void* const*>(h);
@@ -564,14 +565,18 @@ bool PlainTensor(StableIValue handle, bool read_keys, ArgumentKeys* seen) {
     if (g_shim.impl_requires_grad(impl)) seen->grad = true;
     if (read_keys) seen->keys |= KeysOf(impl);
   }
+  if (facts != nullptr) return facts->readable != 0 && facts->view.data != nullptr;
   void* data = nullptr;
   return g_shim.get_data_ptr(h, &data) == 0 && data != nullptr;
 }
 
-// Whether every tensor argument on `stack` is plain.
-bool PlainArguments(const TorchPlan& plan, const StableIValue* stack, bool read_keys, ArgumentKeys* seen) {
-  return ForEachTensor(plan, stack, false,
-                       [&](const ParamPlan&, StableIValue h, int64_t) { return PlainTensor(h, read_keys, seen); });
+// Whether every tensor argument on `stack` is plain. `facts`: the compiled bridge's reads,
+// one per parameter (its plans take plain tensors and scalars, none optional), or nullptr.
+bool PlainArguments(const TorchPlan& plan, const StableIValue* stack, bool read_keys, ArgumentKeys* seen,
+                    const TensorFacts* facts) {
+  return ForEachTensor(plan, stack, false, [&](const ParamPlan& p, StableIValue h, int64_t) {
+    return PlainTensor(h, read_keys, seen, facts != nullptr ? &facts[&p - plan.params.data()] : nullptr);
+  });
 }
 
 // Whether nothing lies between the Autograd key and the backend kernel for tensors with
@@ -662,7 +667,7 @@ const char* RunAutograd(const TorchPlan& plan, StableIValue* stack, uint64_t num
   const bool direct = g_direct_on.load(std::memory_order_acquire);
   ArgumentKeys seen;
   const bool no_grad_path = num_args == plan.params.size() && !g_shim.any_dispatch_mode(false) &&
-                            PlainArguments(plan, stack, direct, &seen) &&
+                            PlainArguments(plan, stack, direct, &seen, borrowed ? facts : nullptr) &&
                             !(seen.grad && g_shim.grad_mode_is_enabled());
   if (no_grad_path && direct && NothingBelowAutograd(seen.keys)) {
     // What the dispatcher would reach through `nograd`.
