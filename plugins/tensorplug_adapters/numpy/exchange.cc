@@ -68,7 +68,7 @@ PyArray_Descr* MlDtypesDescr(DLDataType dtype) {
   return nullptr;
 }
 
-bool DTypeOfDescr(PyArray_Descr* descr, DLDataType* out) {
+__attribute__((always_inline)) inline bool DTypeOfDescr(PyArray_Descr* descr, DLDataType* out) {
   if (!PyArray_ISNBO(descr->byteorder)) return false;
   switch (descr->type_num) {
     case NPY_BOOL: *out = {kDLBool, 8, 1}; return true;
