@@ -155,7 +155,9 @@ class BoundRule(namedtuple("BoundRule", ("rule", "op", "specs", "inputs", "outpu
             spec = specs[name]
             specs[name] = spec._replace(shape=tuple(_part(size, parts.get(f, 1)) for f, size in zip(term, spec.shape)))
         for i, (term, spec) in enumerate(zip(self.outputs, self.op.output_specs(specs))):
-            expected = tuple(_part(self.sizes[f], parts[f]) if f in parts else self.sizes.get(f, s)
+            # A factor of symbolic size (a compiler's, not in `sizes`) has no number to
+            # compare: that dimension is the output rule's own.
+            expected = tuple(_part(self.sizes[f], parts[f]) if f in parts and f in self.sizes else self.sizes.get(f, s)
                              for f, s in zip(term, spec.shape))
             if tuple(spec.shape) != expected:
                 split = ", ".join(f"'{_shown(f)}' split in {n}" for f, n in parts.items())

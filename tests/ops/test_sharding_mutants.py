@@ -211,3 +211,27 @@ def test_an_output_smaller_on_a_shard_than_the_rule_says_is_refused(mod):
     with pytest.raises(ValueError, match=r"with 'b' split in 2, the output rule makes output 0 \(2,\) on one "
                                          r"shard, the sharding rule \(4,\)"):
         bound.check_split({"b": 2})
+
+
+class _Symbolic:
+    """A compiler's symbolic size: not an int, arithmetic gives another symbolic size."""
+
+    def __floordiv__(self, other):
+        return self
+
+    __rfloordiv__ = __neg__ = __floordiv__
+
+
+def test_a_split_of_a_factor_of_symbolic_size_is_checked_where_sizes_are_known(mod):
+    # torch.compile's dynamic shapes: the row factor has no number. Splitting it is checked
+    # on the other dimensions and refused with a ValueError, never a KeyError (torch's
+    # sharding strategy catches ValueError only).
+    op = declare(mod, "scale", "b i -> b i")
+    rows = _Symbolic()
+    bound = op.sharding.bind(op, {"x": spec(rows, 4), "alpha": 1.0})
+    assert bound.sizes == {"i": 4}
+    bound.check_split({"b": 2})  # nothing to compare on b, i is untouched: accepted
+    wrong = declare(mod, "scale", "b i -> b i", tensorplug.Output(("x.shape[0]", 4), "x"))
+    bound = wrong.sharding.bind(wrong, {"x": spec(rows, 4), "alpha": 1.0})
+    with pytest.raises(ValueError, match="with 'i' split in 2, the output rule makes output 0"):
+        bound.check_split({"i": 2})
