@@ -11,12 +11,24 @@
 # sitecustomize hides the editable install (as run.py does), and cosmic-ray mutates the
 # copy's MODULE, running pytest on the copy for each mutant. Needs cosmic-ray installed
 # (pip install cosmic-ray). Prints cosmic-ray's report: the survivors with their diffs.
+#
+# The mutants inside type annotations are marked skipped before the run
+# (cr_filter_annotations.py says why). With TENSORPLUG_COSMIC_RAY_RESUME=1 and a
+# $TENSORPLUG_COSMIC_RAY_DIR holding a session.sqlite of the same module (an earlier run that
+# was stopped), the copy is made afresh but the session is kept: no init, no baseline, and
+# only the mutants without a result run (stop a run with Ctrl-C or a kill of its process
+# group: the results so far stay in the session).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 module="$1" tests="$2"
 WORK="${TENSORPLUG_COSMIC_RAY_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/tensorplug-cosmic-ray-XXXXXX")}"
 TREE="$WORK/tree"
 rm -rf "$TREE" "$WORK/shim"
+resume=""
+if [ -n "${TENSORPLUG_COSMIC_RAY_RESUME:-}" ]; then
+  [ -f "$WORK/session.sqlite" ] || { echo "cosmic_ray.sh: no session to resume in $WORK" >&2; exit 2; }
+  resume=1
+fi
 mkdir -p "$TREE" "$WORK/shim"
 (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$TREE")
 # The installed extension, runtime library and headers next to the copy's Python files.
@@ -47,8 +59,11 @@ name = "local"
 EOF
 cd "$TREE"
 start=$(date +%s)
-cosmic-ray init "$WORK/config.toml" "$WORK/session.sqlite"
-cosmic-ray baseline "$WORK/config.toml"
+if [ -z "$resume" ]; then
+  cosmic-ray init "$WORK/config.toml" "$WORK/session.sqlite"
+  cosmic-ray baseline "$WORK/config.toml"
+fi
+python "$ROOT/tests/mutation/cr_filter_annotations.py" "$WORK/session.sqlite"
 cosmic-ray exec "$WORK/config.toml" "$WORK/session.sqlite"
 cr-report "$WORK/session.sqlite" --show-diff --surviving-only > "$WORK/survivors.txt" || true
 cr-report "$WORK/session.sqlite" | tail -4
