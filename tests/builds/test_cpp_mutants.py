@@ -3,7 +3,12 @@ survivors of cosmic-ray on core/tensorplug/cpp.py, docs/testing.md "Mutation tes
 tool"). Each test asserts what the module's docstrings say: where the default cache and the
 compatibility headers are, that build's options are keywords, that load releases the GIL by
 default, that a C++-only load_inline never needs a CUDA compiler, and how the CUDA runtime's
-directory is found for an nvcc (without one: a stand-in file)."""
+directory is found for an nvcc (without one: a stand-in file). The tests after
+``test_a_cpp_function_keeps_its_parameter_names_beside_cuda_sources`` came from the run's
+remaining mutants (2026-11-29): nothing printed unless ``verbose``, parameter names read
+whatever the types are called and past defaults with brackets, ``compat`` with one name or
+none, a header anywhere on the include path as a build input, every suffix but ``.c`` and
+``.cu`` compiled as C++, and ``load_cdll``."""
 
 from __future__ import annotations
 
@@ -145,3 +150,90 @@ def test_a_cpp_function_keeps_its_parameter_names_beside_cuda_sources():
     m = cpp.load_inline("mixed_sources", "int64_t same(int64_t n) { return n; }",
                         cuda_sources="__global__ void unused_kernel() {}", functions=["same"])
     assert m.same.signature_text == "n:int->int" and m.same(n=3) == 3
+
+
+def _one_source(path: Path, name: str) -> Path:
+    path.write_text(f"#include <tensorplug/tensorplug.h>\nint64_t {name}() {{ return 1; }}\nTENSORPLUG_EXPORT({name}, {name});\n")
+    return path
+
+
+def test_nothing_is_printed_unless_verbose(tmp_path, capsys):
+    # build(), load() and load_inline() each compile here (new build directories): "verbose prints the commands"
+    cpp.build("quiet_build", [_one_source(tmp_path / "quiet_build.cc", "one")], build_directory=tmp_path / "b")
+    assert cpp.load("quiet_load", [_one_source(tmp_path / "quiet_load.cc", "one")],
+                    build_directory=tmp_path / "l").one() == 1
+    assert cpp.load_inline("quiet_inline", "int64_t one() { return 1; }", functions=["one"],
+                           build_directory=tmp_path / "i").one() == 1
+    assert capsys.readouterr().out == ""
+    cpp.build("loud_build", [_one_source(tmp_path / "loud_build.cc", "one")], build_directory=tmp_path / "v",
+              verbose=True)
+    assert "loud_build.cc" in capsys.readouterr().out
+
+
+def test_parameter_names_are_read_whatever_the_types_are_called():
+    # a type whose name sorts after "void" (the empty-parameter-list check compares the text with it)
+    m = cpp.load_inline("zint_params", "using zint = int64_t;\nint64_t same(zint n, zint w) { return n - w; }",
+                        functions=["same"])
+    assert m.same.signature_text == "n:int;w:int->int" and m.same(w=1, n=3) == 2
+
+
+def test_parameter_names_are_read_past_defaults_with_brackets_and_commas():
+    # load_inline passes the names only: a C++ default stays C++'s, the binding's signature has none
+    source = ("constexpr int64_t add(int64_t a, int64_t b) { return a + b; }\n"
+              "int64_t pick(int64_t n = add(1, 2), int64_t k = sizeof(int[2]), int64_t t = static_cast<int64_t>(4))"
+              " { return 100 * n + 10 * k + t; }")
+    m = cpp.load_inline("default_params", source, functions=["pick"])
+    assert m.pick.signature_text == "n:int;k:int;t:int->int"
+    assert m.pick(t=3, k=2, n=1) == 123
+
+
+def test_compat_load_inline_takes_one_function_name_or_none():
+    one = cpp.load_inline("compat_one_name", "int64_t answer() { return 42; }", functions="answer", compat="tvm_ffi")
+    assert one.functions == ("answer",) and one.answer() == 42
+    # without functions the sources export their functions themselves
+    none = cpp.load_inline("compat_no_names", "int64_t answer() { return 42; }\nTENSORPLUG_EXPORT(answer, answer);",
+                           compat="tvm_ffi")
+    assert none.functions == ("answer",) and none.answer() == 42
+
+
+def test_a_header_anywhere_on_the_include_path_is_an_input(tmp_path):
+    # headers whose paths sort before and after the source's: each change rebuilds
+    for first, second in (("a_inc", "z_src"), ("z_inc", "a_src")):
+        inc, srcdir = tmp_path / first, tmp_path / second
+        inc.mkdir(), srcdir.mkdir()
+        header = inc / "value.h"
+        header.write_text("#define VALUE 1\n")
+        src = srcdir / "valued.c"
+        src.write_text('#include "value.h"\nint valued(void) { return VALUE; }\n')
+        out = tmp_path / f"out_{first}"
+        path = cpp.build("valued", [src], include_dirs=[inc], build_directory=out)
+        before = Path(path).stat()
+        assert cpp.build("valued", [src], include_dirs=[inc], build_directory=out) == path
+        assert Path(path).stat().st_mtime_ns == before.st_mtime_ns  # nothing changed: not rebuilt
+        header.write_text("#define VALUE 2\n")
+        cpp.build("valued", [src], include_dirs=[inc], build_directory=out)
+        after = Path(path).stat()
+        assert (after.st_ino, after.st_mtime_ns) != (before.st_ino, before.st_mtime_ns), f"header in {first}"
+
+
+def test_every_suffix_but_c_and_cu_is_compiled_as_cpp(tmp_path, monkeypatch, capsys):
+    # "C ``.c``, C++ ``.cc/.cpp``, CUDA ``.cu``": no CUDA compiler is looked for a .cxx or .cpp
+    monkeypatch.setenv("NVCC", "/nonexistent/nvcc")
+    for suffix in (".cxx", ".cpp", ".cc"):
+        src = tmp_path / f"kind{suffix}"
+        src.write_text("template <typename T> T twice(T v) { return 2 * v; }\nint kind_value() { return twice(1); }\n")
+        cpp.build(f"kind_{suffix[1:]}", [src], build_directory=tmp_path / suffix[1:], verbose=True)
+        compile_line = next(line for line in capsys.readouterr().out.splitlines() if str(src) in line).split()
+        assert "-std=c++17" in compile_line and "-std=c11" not in compile_line, suffix
+
+
+def test_load_cdll_opens_a_plain_library_verified(tmp_path):
+    src = tmp_path / "plain_cdll.c"
+    src.write_text("__attribute__((visibility(\"default\"))) int plain_answer(void) { return 42; }\n")
+    with pytest.raises(TypeError, match="load_cdll.. got an unexpected keyword argument 'stub'"):
+        cpp.load_cdll("plain_cdll", [src], stub=tmp_path / "x.pyi")
+    lib = cpp.load_cdll("plain_cdll", [src], build_directory=tmp_path / "out")
+    assert lib.plain_answer() == 42
+    assert lib.loaded_from.startswith("/proc/self/fd/")
+    with pytest.raises(TypeError, match="load.. got an unexpected keyword argument 'stub'"):
+        cpp.load("plain_cdll", [src], stub=tmp_path / "x.pyi")
