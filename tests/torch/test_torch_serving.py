@@ -13,6 +13,7 @@ import os
 import shutil
 import json
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,8 +22,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import grad_kernels  # noqa: E402  (tests/support/grad_kernels.py)
-import op_kernels  # noqa: E402  (tests/support/op_kernels.py)
+import torch_serving_package  # noqa: E402  (tests/support/torch_serving_package.py)
 
 import tensorplug  # noqa: E402
 from tensorplug import cpp, plans  # noqa: E402
@@ -88,45 +88,11 @@ def _run(runner, *args):
     return done.returncode, done.stdout + done.stderr
 
 
-class _Model(torch.nn.Module):
-    def __init__(self, ops):
-        super().__init__()
-        self.ops = ops
-
-    def forward(self, x):
-        y = self.ops.scale(x, 2.0, None)          # allocating: like("x")
-        out = torch.empty_like(y)
-        self.ops.axpy(y, x, out, 0.5)             # destination passing: writes out
-        # allocating: Output(shape=("x.shape[0]",), dtype="x"); then a kernel of another
-        # library that raises on a non-compact tensor, declared contiguous=("x",), given x.t()
-        return self.ops.row_sum(out) + 1, self.ops.strict_cube(x.t())
-
-
 @pytest.fixture(scope="module")
 def package(tmp_path_factory):
     """A package calling three tensorplug ops (one writing its argument), with and without
-    the record, and the eager model's values."""
-    module = op_kernels.ops().module
-    strict = tensorplug.load_module(cpp.build("grad_kernels", [grad_kernels.SOURCE]))
-    ops = SimpleNamespace(
-        strict_cube=tensorplug.op("tpserve::strict_cube", strict.strict_cube, returns=tensorplug.like("x"),
-                                  contiguous=("x",)),
-        scale=tensorplug.op("tpserve::scale", module.scale, returns=tensorplug.like("x")),
-        axpy=tensorplug.op("tpserve::axpy", module.axpy),
-        row_sum=tensorplug.op("tpserve::row_sum", module.row_sum,
-                              returns=tensorplug.Output(shape=("x.shape[0]",), dtype="x")),
-    )
-    model, x = _Model(ops), torch.arange(6, dtype=torch.float32).reshape(2, 3)
-    root = tmp_path_factory.mktemp("package")
-    bare = str(root / "bare.pt2")
-    torch._inductor.aoti_compile_and_package(torch.export.export(model, (x,)), package_path=bare)
-    path = str(root / "model.pt2")
-    shutil.copy(bare, path)
-    torch_aoti.add_ops(path, module, [ops.scale, ops.axpy, ops.row_sum])
-    torch_aoti.add_ops(path, strict, [ops.strict_cube])
-    first, cube = model(x)
-    return SimpleNamespace(path=path, bare=bare, root=root, module=module, strict=strict, expected=first.tolist(),
-                           cube=cube.flatten().tolist())
+    the record, and the eager model's values (tests/support/torch_serving_package.py)."""
+    return torch_serving_package.make(tmp_path_factory.mktemp("package"))
 
 
 def _values(text, output=0):
@@ -148,6 +114,27 @@ def test_a_cpp_process_without_python_runs_the_package(runner, package):
     # strict_cube raises on a non-compact x: the registration library passed a compact copy of x.t()
     assert _values(out, 1) == package.cube
     assert "libpython: none" in out  # /proc/self/maps, read by the runner before and after
+
+
+def test_a_package_made_on_the_stable_kernels_is_served_the_same_way(runner, tmp_path):
+    # TENSORPLUG_TORCH_BRIDGE=0: the exporting process's ops take the stable kernels (the
+    # stable shim's native kernel; strict_cube, contiguous=, the Python one), not the compiled
+    # bridge. The bridge is chosen once per process, so a fresh Python makes the package; the
+    # C++ process registers the record's ops as for the default's package.
+    done = subprocess.run([sys.executable, str(SUPPORT / "torch_serving_package.py"), str(tmp_path)],
+                          capture_output=True, text=True, cwd=SUPPORT, timeout=600,
+                          env={**os.environ, "TENSORPLUG_TORCH_BRIDGE": "0"})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    made = json.loads(done.stdout.splitlines()[-1])
+    assert made["bridge_attached"] is False
+    assert made["kernels"] == {
+        "tpserve::scale": "stable", "tpserve::axpy": "stable", "tpserve::row_sum": "stable",
+        "tpserve::strict_cube": "python: it declares contiguous=('x',), and the native kernel cannot make compact "
+                                "copies"}
+    rc, out = _run(runner, "run", made["path"])
+    assert rc == 0 and "registered 4" in out, out
+    assert _values(out) == made["expected"] and _values(out, 1) == made["cube"], out  # the eager values, exactly
+    assert "libpython: none" in out
 
 
 def test_without_the_registration_library_torch_finds_no_op(runner, package):
