@@ -455,4 +455,23 @@ MUTATIONS = [
              "  white-space: pre-wrap;\n", "",
              ("tests/docs/test_docs_browser.py", "-k", "fits_its_window"),
              "long code lines run past the right edge of their box, cut off on the site"),
+    # ---- issue 42 item 4: the conformance kit's checks on a binary built by apache tvm-ffi -------
+    Mutation("kit-tvm-ffi-option-ignored", "core/tensorplug/testing/__init__.py",
+             '    if request.config.getoption("tensorplug_kernels") == "tvm-ffi":', "    if False:",
+             ("tests/tvm_ffi/test_tvm_ffi_conformance.py", "-k", "kit_option"),
+             "--tensorplug-kernels=tvm-ffi runs the kit on kernels.cc: no tvm-ffi binary is checked"),
+    Mutation("kit-tvm-ffi-lacking-called", "core/tensorplug/testing/tvm_ffi_kernels.py",
+             "        if reason is not None:\n            pytest.skip", "        if False:\n            pytest.skip",
+             ("tests/tvm_ffi/test_tvm_ffi_conformance.py", "-k", "lacks or (cpu_kernels_see_use_raw_stream and numpy)"),
+             "a check calls a kernel the tvm-ffi library cannot express and fails instead of skipping with why"),
+    Mutation("kit-read-only-flag-assumed", "core/tensorplug/testing/checks.py",
+             '    return getattr(type(kernels), "read_only_flag", True)', "    return True",
+             ("tests/tvm_ffi/test_tvm_ffi_conformance.py", "-k", "kernel_sees_the_layout and jax-contiguous"),
+             "the kit compares the read-only field of a library whose describe() cannot know it (tvm-ffi's)"),
+    # ---- issue 45 item 6: jax 0.6.2 reads a transposed DLPack tensor in memory order ---------
+    Mutation("jax-transposed-result-not-copied", "plugins/tensorplug_adapters/jax/__init__.py",
+             "    return dlpack_strides.compact_on_host(jax, tensor)", "    return jax.numpy.from_dlpack(tensor)",
+             ("tests/jax/test_jax_strides.py", "-k", "memory_order"),
+             "where jax reads a transposed result in memory order (jax 0.6.2), it is handed to jax as it is: "
+             "the array has the elements in memory order"),
 ]

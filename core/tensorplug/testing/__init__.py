@@ -5,6 +5,8 @@ pytest loads this module through tensorplug's ``pytest11`` entry point. It adds
 - the option ``--tensorplug-adapter=NAME`` (repeatable, or comma separated): test only
   these adapters (default: every discovered adapter, plus ``tensorplug`` for
   ``tensorplug.Tensor`` itself);
+- the option ``--tensorplug-kernels=tvm-ffi``: the checks call the kit's kernels as a binary
+  built by apache tvm-ffi (:mod:`tensorplug.testing.tvm_ffi_kernels`), not of tensorplug's ABI;
 - the fixtures ``tensorplug_adapter`` (a :class:`Framework` per selected adapter; test ids
   are adapter names), ``tensorplug_pair`` (every ordered pair of adapters, at least one
   of them selected), ``tensorplug_partner`` (a second CPU framework to mix with the
@@ -44,6 +46,8 @@ __all__ = ["CAPABILITIES", "DTYPES", "KERNELS_SOURCE", "NEGATIVE_STRIDES", "NEVE
            "refusable", "run_isolated", "sample"]
 
 KERNELS_SOURCE = Path(__file__).with_name("kernels.cc")
+# The kit's kernel libraries (option --tensorplug-kernels): tensorplug's ABI, or apache tvm-ffi's.
+KERNEL_FORMS = ("tensorplug", "tvm-ffi")
 
 pytest.register_assert_rewrite("tensorplug.testing.conformance", "tensorplug.testing.conformance_lists",
                                "tensorplug.testing.conformance_gradients",
@@ -79,6 +83,10 @@ def pytest_addoption(parser):
     group.addoption("--tensorplug-adapter", action="append", default=[], metavar="NAME",
                     help="run the tensorplug conformance checks for adapter NAME only (repeatable, or comma "
                          "separated; default: every discovered adapter and 'tensorplug')")
+    group.addoption("--tensorplug-kernels", choices=KERNEL_FORMS, default="tensorplug", metavar="FORM",
+                    help="the kit's kernel library the checks call: 'tensorplug' (kernels.cc, tensorplug's ABI; "
+                         "the default) or 'tvm-ffi' (kernels_tvm_ffi.cc built by apache tvm-ffi's build_inline "
+                         "and loaded unchanged; checks of kernels it lacks skip, saying why)")
 
 
 @pytest.hookimpl(trylast=True)  # after conftests' pytest_configure, which may register adapters
@@ -209,10 +217,16 @@ def tensorplug_partner(request, tensorplug_adapter) -> Framework:
 
 
 @pytest.fixture(scope="session")
-def tensorplug_kernels():
-    """The kit's kernel library (``kernels.cc`` next to this module), compiled once."""
+def tensorplug_kernels(request):
+    """The kit's kernel library, compiled once: ``kernels.cc`` next to this module, or with
+    ``--tensorplug-kernels=tvm-ffi`` the same kernels in apache tvm-ffi's source form, built
+    by tvm-ffi and loaded as a binary of its ABI (:mod:`tensorplug.testing.tvm_ffi_kernels`)."""
     from tensorplug import cpp, load_module
 
+    if request.config.getoption("tensorplug_kernels") == "tvm-ffi":
+        from . import tvm_ffi_kernels
+
+        return tvm_ffi_kernels.load()
     return load_module(cpp.build("tensorplug_conformance_kernels", [KERNELS_SOURCE]))
 
 

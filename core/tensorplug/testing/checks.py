@@ -15,7 +15,7 @@ from tensorplug._types import as_device
 from tensorplug.testing.framework import Unsupported, make_tensor
 
 __all__ = ["Seen", "assert_values", "call_state", "device_name", "make", "needs_cuda", "needs_host", "parse_seen",
-           "plus_one", "same_strides", "seen"]
+           "plus_one", "read_only_flag", "same_strides", "seen"]
 
 
 class Seen(NamedTuple):
@@ -30,6 +30,12 @@ class Seen(NamedTuple):
 
 def seen(kernels, x) -> Seen:
     return parse_seen(kernels.describe(x))
+
+
+def read_only_flag(kernels) -> bool:
+    """Whether the kit's kernel library ``kernels`` tells read-only tensors (describe()'s last
+    field); tvm-ffi's cannot (tensorplug.testing.tvm_ffi_kernels.KernelLibrary)."""
+    return getattr(type(kernels), "read_only_flag", True)
 
 
 def parse_seen(text: str) -> Seen:
