@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -187,10 +188,25 @@ def jax_rows(path: str, calls: int, repeat: int, loop: int) -> list[dict]:
 
 
 # ----------------------------------------------------------------- callgrind ----
+def use_bridge(source: str) -> None:
+    """Make tensorplug.load_module build its tvm-ffi bridge from ``source`` (an older or a
+    changed bridge.cc) instead of the installed one, to compare two bridges in one run."""
+    import tensorplug.cpp as cpp
+
+    original = cpp.load_cdll
+
+    def load_cdll(name, sources, **options):
+        return original(name, [Path(source)] if name == "tensorplug_tvm_ffi_bridge" else sources, **options)
+
+    cpp.load_cdll = load_cdll
+
+
 def callgrind_inner(args) -> int:
     import ctypes
 
     helper = ctypes.CDLL(args.helper)
+    if args.bridge:
+        use_bridge(args.bridge)
     path = build()
     if args.framework == "jax":
         import jax
@@ -214,6 +230,24 @@ def callgrind_inner(args) -> int:
     return 0
 
 
+# XLA's Eigen pool threads spin while they wait for work, and callgrind counts the spinning,
+# which varies from run to run (0 to about 560 instructions per op here, with
+# --xla_cpu_multi_thread_eigen=false too): the jax rows also give the count without it.
+SPIN = re.compile(r"Eigen::(ThreadPoolTempl|RunQueue|EventCount)|tsl::thread::EigenEnvironment")
+
+
+def spin_instructions(dump: Path) -> int:
+    """Instructions of the functions SPIN matches in a callgrind dump (callgrind_annotate)."""
+    proc = subprocess.run(["callgrind_annotate", "--inclusive=no", "--threshold=100", str(dump)],
+                          capture_output=True, text=True, check=True)
+    total = 0
+    for line in proc.stdout.splitlines():
+        m = re.match(r"\s*([\d,]+) ", line)
+        if m and SPIN.search(line) and "PROGRAM TOTALS" not in line:
+            total += int(m.group(1).replace(",", ""))
+    return total
+
+
 def callgrind_outer(args) -> list[dict]:
     sys.path.insert(0, str(HERE))
     import profile_call
@@ -221,27 +255,44 @@ def callgrind_outer(args) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         helper = profile_call.build_helper(Path(tmp))
-        runs = [(fw, side, args.calls) for fw in ("numpy", "torch") for side in ("tvm-ffi", "tensorplug")]
-        runs += [("jax", side, max(1, args.calls // args.loop))
+        runs = [(fw, side, args.calls, None) for fw in ("numpy", "torch") for side in ("tvm-ffi", "tensorplug")]
+        runs += [("jax", side, max(1, args.calls // args.loop), None)
                  for side in ("jax-tvm-ffi", "tensorplug (destination)", "tensorplug (allocating)")]
-        for fw, side, calls in runs:
+        if args.compare_bridge:  # each tensorplug run again, with the other bridge, right after it
+            runs = [r for run in runs
+                    for r in ([run, (*run[:3], args.compare_bridge)] if "tensorplug" in run[1] else [run])]
+        for fw, side, calls, bridge in runs:
+            label = f"{side} [{Path(bridge).name}]" if bridge else side
             if args.only and args.only not in f"{fw} {side}":
                 continue
             out = Path(tmp) / "callgrind.out"
             cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
                    sys.executable, __file__, "--inner", "--helper", str(helper), "--framework", fw, "--side", side,
-                   "--calls", str(calls), "--loop", str(args.loop)]
+                   "--calls", str(calls), "--loop", str(args.loop), *(["--bridge", bridge] if bridge else [])]
             subprocess.run(cmd, check=True, capture_output=True, env=dict(os.environ, PYTHONHASHSEED="0"))
             dumps = sorted(Path(tmp).glob("callgrind.out*"))
-            total = 0
+            total, spin = 0, 0
             for dump in dumps:
                 for line in dump.read_text(errors="replace").splitlines():
                     if line.startswith("totals:") or line.startswith("summary:"):
-                        total = max(total, int(line.split()[1]))
-                dump.unlink()
-            per = total / (calls * (args.loop if fw == "jax" else 1))
-            rows.append({"framework": fw, "side": side, "instructions_per_call": round(per)})
-            print(f"{fw:6} {side:26} {per:10.0f} instructions per call", flush=True)
+                        count = int(line.split()[1])
+                        if count > total:
+                            total = count
+                            spin = spin_instructions(dump) if fw == "jax" else 0
+                if args.keep:  # for callgrind_annotate's per-function counts
+                    Path(args.keep).mkdir(parents=True, exist_ok=True)
+                    name = re.sub(r"[^\w.-]+", "_", f"{fw}-{label}").strip("_")
+                    dump.rename(Path(args.keep) / f"{name}.{dump.name}")
+                else:
+                    dump.unlink()
+            n = calls * (args.loop if fw == "jax" else 1)
+            row = {"framework": fw, "side": label, "instructions_per_call": round(total / n)}
+            text = f"{fw:6} {label:48} {total / n:8.0f} instructions per call"
+            if fw == "jax":
+                row["without_spin"] = round((total - spin) / n)
+                text += f", {(total - spin) / n:6.0f} without the Eigen pool's spinning"
+            rows.append(row)
+            print(text, flush=True)
     return rows
 
 
@@ -253,6 +304,12 @@ def main(argv=None) -> int:
     parser.add_argument("--json")
     parser.add_argument("--callgrind", action="store_true")
     parser.add_argument("--only", help="with --callgrind: the runs whose '<framework> <side>' contains this")
+    parser.add_argument("--keep", help="with --callgrind: keep the callgrind dumps in this folder "
+                        "(callgrind_annotate reads them)")
+    parser.add_argument("--compare-bridge", metavar="BRIDGE_CC",
+                        help="with --callgrind: run each tensorplug row again with the tvm-ffi bridge built from "
+                        "this source (an older bridge.cc), right after the installed one's")
+    parser.add_argument("--bridge", help=argparse.SUPPRESS)
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--helper", help=argparse.SUPPRESS)
     parser.add_argument("--framework", help=argparse.SUPPRESS)

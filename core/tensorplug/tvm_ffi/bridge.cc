@@ -41,6 +41,7 @@
 #include <cstdlib>
 #include <utility>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -53,7 +54,12 @@ struct Wrapped {
   TVMFFISafeCallType entry;
   std::string name;
   std::string hints;  // one char per parameter: 's' ints as ffi::Shape, 't' a view as ffi::Tensor, '.' as they come
+  uint64_t wrapped_views;  // bit i: parameter i (< 64) is a view passed as ffi::Tensor (hint 't')
 };
+
+bool HintIs(const Wrapped& w, int32_t i, char hint) {
+  return i < static_cast<int32_t>(w.hints.size()) && w.hints[i] == hint;
+}
 
 // tvm-ffi's allocator during a call: tensorplug's bound allocator (the caller's framework's,
 // numpy's included, or XLA's lent result buffers inside jax.jit). tvm-ffi wraps what it gets
@@ -63,48 +69,84 @@ struct Wrapped {
 // proxy of each allocation; a result tensor that is one of this call's proxies, held by no one
 // but the result, is handed back as the framework's own tensor (the proxy, "claimed", then
 // frees only itself when tvm-ffi drops it).
+//
+// A proxy is linked into its thread's list of live proxies while the call that made it runs
+// (the list is a stack: calls nest, a kernel calling a kernel), so the call finds its own
+// allocations; when the call ends it unlinks them. tvm-ffi drops a proxy (DeleteProxy) while
+// the call runs (the usual case), or later, on any thread, if the kernel kept the tensor:
+// `state` hands the proxy over between the two without a lock (whoever comes second recycles
+// it).
+enum ProxyState : uint8_t { kLinked, kDroppedLinked, kUnlinked };
+
 struct Proxy {
   DLManagedTensorVersioned managed;  // first: tvm-ffi's deleter gets &managed
   DLManagedTensorVersioned* allocated;
+  Proxy* next;  // in the live list, or the free list
+  std::atomic<uint8_t> state;
   bool claimed;
-  Proxy* next_free;
 };
 
-// What the bridge keeps per thread, in one thread-local object (one TLS lookup per use): the
-// live proxies of the current call, and freed proxies kept for reuse (a call that allocates
-// then costs no heap allocation of the bridge's own once warm).
+// What the bridge keeps per thread. Plain data, zero-initialized and trivially destructible:
+// one __tls_get_addr per function that uses it, where a thread_local with a constructor or a
+// destructor also costs a guard check and an init call per use (they were half the TLS cost
+// of a call). Its pooled proxies are freed at thread exit by PoolReaper, armed the first time
+// the thread's pool gets one.
 struct ThreadState {
-  std::vector<Proxy*> live;
-  Proxy* free_list = nullptr;
-  int free_count = 0;
-  ~ThreadState() {
-    while (free_list != nullptr) {
-      Proxy* next = free_list->next_free;
-      delete free_list;
-      free_list = next;
-    }
-  }
+  Proxy* live;       // the live proxies of this thread's running calls, newest first
+  Proxy* free_list;  // freed proxies kept for reuse: a warm call allocates none of its own
+  int free_count;    // kKeptProxies once the thread's pool was freed (thread exit): no more kept
+  bool reaper_armed;
 };
 thread_local ThreadState t_state;
 constexpr int kKeptProxies = 16;
 
-void DeleteProxy(DLManagedTensorVersioned* self) {
-  auto* proxy = reinterpret_cast<Proxy*>(self);
-  ThreadState& state = t_state;
-  for (auto it = state.live.begin(); it != state.live.end(); ++it) {
-    if (*it == proxy) {
-      state.live.erase(it);
-      break;
+struct PoolReaper {
+  ~PoolReaper() {
+    ThreadState& state = t_state;
+    while (state.free_list != nullptr) {
+      Proxy* next = state.free_list->next;
+      delete state.free_list;
+      state.free_list = next;
     }
+    state.free_count = kKeptProxies;
   }
-  if (!proxy->claimed && proxy->allocated->deleter) proxy->allocated->deleter(proxy->allocated);
+};
+
+__attribute__((noinline)) void ArmReaper(ThreadState& state) {
+  static thread_local PoolReaper reaper;  // constructed (its destructor registered) here, once per thread
+  (void)&reaper;
+  state.reaper_armed = true;
+}
+
+void Recycle(ThreadState& state, Proxy* proxy) {
   if (state.free_count < kKeptProxies) {
-    proxy->next_free = state.free_list;
+    if (!state.reaper_armed) ArmReaper(state);
+    proxy->next = state.free_list;
     state.free_list = proxy;
     ++state.free_count;
   } else {
     delete proxy;
   }
+}
+
+void DeleteProxy(DLManagedTensorVersioned* self) {
+  auto* proxy = reinterpret_cast<Proxy*>(self);
+  if (!proxy->claimed && proxy->allocated->deleter) proxy->allocated->deleter(proxy->allocated);
+  // Still linked: its call recycles it when it ends (no thread-local lookup here).
+  if (proxy->state.exchange(kDroppedLinked, std::memory_order_acq_rel) == kLinked) return;
+  Recycle(t_state, proxy);
+}
+
+// Unlink the proxies made since `outer` was the head of the live list (one call's), recycling
+// those tvm-ffi already dropped.
+__attribute__((noinline)) void UnlinkProxies(ThreadState& state, Proxy* outer) {
+  Proxy* proxy = state.live;
+  while (proxy != outer) {
+    Proxy* next = proxy->next;
+    if (proxy->state.exchange(kUnlinked, std::memory_order_acq_rel) == kDroppedLinked) Recycle(state, proxy);
+    proxy = next;
+  }
+  state.live = outer;
 }
 
 int EnvAlloc(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
@@ -120,35 +162,49 @@ int EnvAlloc(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ct
   ThreadState& state = t_state;
   Proxy* proxy = state.free_list;
   if (proxy != nullptr) {
-    state.free_list = proxy->next_free;
+    state.free_list = proxy->next;
     --state.free_count;
   } else {
     proxy = new (std::nothrow) Proxy{};
-  }
-  if (proxy == nullptr) {
-    if (allocated->deleter) allocated->deleter(allocated);
-    set_error(error_ctx, "MemoryError", "out of memory");
-    return -1;
+    if (proxy == nullptr) {
+      if (allocated->deleter) allocated->deleter(allocated);
+      set_error(error_ctx, "MemoryError", "out of memory");
+      return -1;
+    }
   }
   proxy->managed = *allocated;
   proxy->managed.manager_ctx = proxy;
   proxy->managed.deleter = DeleteProxy;
   proxy->allocated = allocated;
   proxy->claimed = false;
-  state.live.push_back(proxy);
+  proxy->state.store(kLinked, std::memory_order_relaxed);
+  proxy->next = state.live;
+  state.live = proxy;
   *out = &proxy->managed;
   return 0;
 }
 
+// One call's context for converting its result.
+struct Frame {
+  const Wrapped& w;
+  ThreadState& state;
+  Proxy* outer;  // the live list's head when the call began: the call's proxies are those before it
+};
+
 // The caller's framework's own tensor for the tvm-ffi tensor `obj`, when it is this call's
 // allocation and nothing else holds it; else nullptr.
-DLManagedTensorVersioned* ClaimAllocation(TVMFFIObject* obj, bool sole) {
+DLManagedTensorVersioned* ClaimAllocation(const Frame& frame, TVMFFIObject* obj, bool sole) {
   if (!sole || (obj->combined_ref_count & 0xFFFFFFFFu) != 1) return nullptr;
   const DLTensor* t = TVMFFITensorGetDLTensorPtr(obj);
-  for (Proxy* proxy : t_state.live) {
+  for (Proxy* proxy = frame.state.live; proxy != frame.outer; proxy = proxy->next) {
     const DLTensor& a = proxy->managed.dl_tensor;
-    if (!proxy->claimed && a.data == t->data && a.byte_offset == t->byte_offset && a.ndim == t->ndim &&
-        std::equal(a.shape, a.shape + a.ndim, t->shape)) {
+    if (proxy->claimed || proxy->state.load(std::memory_order_relaxed) != kLinked || a.data != t->data ||
+        a.byte_offset != t->byte_offset || a.ndim != t->ndim) {
+      continue;
+    }
+    int32_t d = 0;
+    while (d < a.ndim && a.shape[d] == t->shape[d]) ++d;
+    if (d == a.ndim) {
       proxy->claimed = true;
       return proxy->allocated;
     }
@@ -164,7 +220,7 @@ void SetError(const std::string& name, const char* kind, const std::string& mess
 }
 
 // The raised tvm-ffi error as tensorplug's error of the same kind.
-void MoveRaisedError() {
+__attribute__((noinline, cold)) void MoveRaisedError() {
   TVMFFIObjectHandle err = nullptr;
   TVMFFIErrorMoveFromRaised(&err);
   if (err == nullptr) {
@@ -201,7 +257,6 @@ int WrapView(const DLTensor* view, TVMFFIAny* out) {
 }
 
 struct Env {
-  DLPackManagedTensorAllocator allocator = nullptr;
   int nstreams = 0;
   DLDevice devices[4];
   TVMFFIStreamHandle streams[4];
@@ -215,17 +270,16 @@ struct Env {
                        &streams[nstreams]);
     devices[nstreams++] = device;
   }
-  void Restore() {
-    TVMFFIEnvSetDLPackManagedTensorAllocator(allocator, 0, nullptr);
+  void RestoreStreams() {
     for (int i = 0; i < nstreams; ++i) {
       TVMFFIEnvSetStream(devices[i].device_type, devices[i].device_id, streams[i], nullptr);
     }
   }
 };
 
-int ToTP(const Wrapped& w, const TVMFFIAny& value, bool sole, TPAny* out);
+int ToTP(const Frame& frame, const TVMFFIAny& value, bool sole, TPAny* out);
 
-int ItemsToTuple(const Wrapped& w, const TVMFFIAny* items, int64_t size, bool sole, TPAny* out) {
+int ItemsToTuple(const Frame& frame, const TVMFFIAny* items, int64_t size, bool sole, TPAny* out) {
   TPTuple* tuple = TPTupleCreate(static_cast<int32_t>(size));
   if (tuple == nullptr) {
     TPErrorSet("MemoryError", "out of memory");
@@ -234,7 +288,7 @@ int ItemsToTuple(const Wrapped& w, const TVMFFIAny* items, int64_t size, bool so
   out->type_index = kTPTuple;
   out->v_tuple = tuple;
   for (int64_t i = 0; i < size; ++i) {
-    if (ToTP(w, items[i], sole, &tuple->items[i]) != 0) {
+    if (ToTP(frame, items[i], sole, &tuple->items[i]) != 0) {
       TPAnyRelease(out);
       return -1;
     }
@@ -242,18 +296,26 @@ int ItemsToTuple(const Wrapped& w, const TVMFFIAny* items, int64_t size, bool so
   return 0;
 }
 
-// A tvm-ffi value (borrowed) as a TPAny the caller owns; `sole`: the result holds the only
-// reference to the value's container.
-int ToTP(const Wrapped& w, const TVMFFIAny& value, bool sole, TPAny* out) {
+// A tvm-ffi POD value as a TPAny; false for a value that is not one of them.
+inline bool PodToTP(const TVMFFIAny& value, TPAny* out) {
   out->flags = 0;
   switch (value.type_index) {
-    case kTVMFFINone: out->type_index = kTPNone; return 0;
-    case kTVMFFIInt: out->type_index = kTPInt; out->v_int64 = value.v_int64; return 0;
-    case kTVMFFIBool: out->type_index = kTPBool; out->v_int64 = value.v_int64 != 0; return 0;
-    case kTVMFFIFloat: out->type_index = kTPFloat; out->v_float64 = value.v_float64; return 0;
-    case kTVMFFIOpaquePtr: out->type_index = kTPOpaquePtr; out->v_ptr = value.v_ptr; return 0;
-    case kTVMFFIDataType: out->type_index = kTPDataType; out->v_dtype = value.v_dtype; return 0;
-    case kTVMFFIDevice: out->type_index = kTPDevice; out->v_device = value.v_device; return 0;
+    case kTVMFFINone: out->type_index = kTPNone; return true;
+    case kTVMFFIInt: out->type_index = kTPInt; out->v_int64 = value.v_int64; return true;
+    case kTVMFFIBool: out->type_index = kTPBool; out->v_int64 = value.v_int64 != 0; return true;
+    case kTVMFFIFloat: out->type_index = kTPFloat; out->v_float64 = value.v_float64; return true;
+    case kTVMFFIOpaquePtr: out->type_index = kTPOpaquePtr; out->v_ptr = value.v_ptr; return true;
+    case kTVMFFIDataType: out->type_index = kTPDataType; out->v_dtype = value.v_dtype; return true;
+    case kTVMFFIDevice: out->type_index = kTPDevice; out->v_device = value.v_device; return true;
+    default: return false;
+  }
+}
+
+// A tvm-ffi value (borrowed) as a TPAny the caller owns; `sole`: the result holds the only
+// reference to the value's container.
+int ToTP(const Frame& frame, const TVMFFIAny& value, bool sole, TPAny* out) {
+  if (PodToTP(value, out)) return 0;
+  switch (value.type_index) {
     case kTVMFFISmallStr:
     case kTVMFFIStr: {
       const char* data;
@@ -276,7 +338,7 @@ int ToTP(const Wrapped& w, const TVMFFIAny& value, bool sole, TPAny* out) {
       return 0;
     }
     case kTVMFFITensor: {
-      DLManagedTensorVersioned* managed = ClaimAllocation(value.v_obj, sole);
+      DLManagedTensorVersioned* managed = ClaimAllocation(frame, value.v_obj, sole);
       if (managed != nullptr) {
         out->type_index = kTPTensor;
         out->v_tensor = managed;
@@ -309,155 +371,178 @@ int ToTP(const Wrapped& w, const TVMFFIAny& value, bool sole, TPAny* out) {
     case kTVMFFIList: {
       const TVMFFISeqCell* cell = reinterpret_cast<const TVMFFISeqCell*>(
           reinterpret_cast<const char*>(value.v_obj) + sizeof(TVMFFIObject));
-      return ItemsToTuple(w, static_cast<const TVMFFIAny*>(cell->data), cell->size,
+      return ItemsToTuple(frame, static_cast<const TVMFFIAny*>(cell->data), cell->size,
                           sole && (value.v_obj->combined_ref_count & 0xFFFFFFFFu) == 1, out);
     }
     default: {
       const TVMFFITypeInfo* info = TVMFFIGetTypeInfo(value.type_index);
       std::string type = info ? std::string(info->type_key.data, info->type_key.size)
                               : "type index " + std::to_string(value.type_index);
-      SetError(w.name, "TypeError", "returned a " + type + ", which tensorplug cannot pass to Python "
+      SetError(frame.w.name, "TypeError", "returned a " + type + ", which tensorplug cannot pass to Python "
                "(it takes None, int, float, bool, str, device, dtype, tensors, shapes and arrays of them)");
       return -1;
     }
   }
 }
 
-int CallUnguarded(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
-  const Wrapped& w = *static_cast<const Wrapped*>(self);
+// An object result: converted, then tvm-ffi's reference dropped (unclaimed allocations go
+// with it).
+__attribute__((noinline)) int ObjectToTP(const Frame& frame, TVMFFIAny* ret, TPAny* result) {
+  ffi::Any owned = ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(ret);
+  TVMFFIAny view = ffi::AnyView(owned).CopyToTVMFFIAny();
+  return ToTP(frame, view, true, result);
+}
+
+// The argument kinds that need tvm-ffi objects (owned for the call in `keep`): moved-in
+// tensors, views passed as ffi::Tensor, int arrays, lists of tensors. Out of the common
+// path (views and POD values). Returns nonzero with the error set.
+__attribute__((noinline)) int ConvertObjectArg(const Wrapped& w, int32_t i, const TPAny& a, TVMFFIAny& t, Env& env,
+                                               std::unique_ptr<std::vector<ffi::Any>>& kept) {
+  if (!kept) kept.reset(new std::vector<ffi::Any>());
+  std::vector<ffi::Any>& keep = *kept;
+  switch (a.type_index) {
+    case kTPDLTensorPtr: {  // an ffi::Tensor parameter
+      env.BindStream(a.v_dltensor->device);
+      if (WrapView(a.v_dltensor, &t) != 0) return -1;
+      keep.push_back(ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(&t));
+      t = ffi::AnyView(keep.back()).CopyToTVMFFIAny();
+      return 0;
+    }
+    case kTPTensor: {
+      env.BindStream(a.v_tensor->dl_tensor.device);
+      TVMFFIObjectHandle handle = nullptr;
+      if (TVMFFITensorFromDLPackVersioned(a.v_tensor, 0, 0, &handle) != 0) {
+        if (a.v_tensor->deleter) a.v_tensor->deleter(a.v_tensor);
+        MoveRaisedError();
+        return -1;
+      }
+      t.type_index = kTVMFFITensor;
+      t.zero_padding = 0;
+      t.v_obj = static_cast<TVMFFIObject*>(handle);
+      keep.push_back(ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(&t));
+      t.type_index = kTVMFFITensor;
+      t.v_obj = static_cast<TVMFFIObject*>(handle);
+      return 0;
+    }
+    case kTPIntArray: {
+      const int64_t* data = a.v_int_array->data;
+      ffi::Any held;
+      if (HintIs(w, i, 's')) {
+        held = ffi::Shape(data, data + a.v_int_array->size);
+      } else {
+        held = ffi::Array<int64_t>(data, data + a.v_int_array->size);
+      }
+      keep.push_back(std::move(held));
+      t = ffi::AnyView(keep.back()).CopyToTVMFFIAny();
+      return 0;
+    }
+    case kTPArray: {
+      std::vector<ffi::Tensor> items;
+      for (int64_t k = 0; k < a.v_array->size; ++k) {
+        const TPAny& item = a.v_array->items[k];
+        if (item.type_index != kTPDLTensorPtr) {
+          SetError(w.name, "TypeError", "argument " + std::to_string(i + 1) +
+                   ": tvm-ffi functions take lists of tensors only");
+          return -1;
+        }
+        env.BindStream(item.v_dltensor->device);
+        TVMFFIAny raw;
+        if (WrapView(item.v_dltensor, &raw) != 0) return -1;
+        items.push_back(ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(&raw).cast<ffi::Tensor>());
+      }
+      keep.push_back(ffi::Array<ffi::Tensor>(items.begin(), items.end()));
+      t = ffi::AnyView(keep.back()).CopyToTVMFFIAny();
+      return 0;
+    }
+    default:
+      SetError(w.name, "TypeError", "argument " + std::to_string(i + 1) + ": tensorplug value kind " +
+               std::to_string(a.type_index) + " has no tvm-ffi form");
+      return -1;
+  }
+}
+
+// Moved-in tensors after a failed conversion at argument `failed_at`: ours to release.
+__attribute__((noinline, cold)) void ReleaseMovedAfter(const TPAny* args, int32_t nargs, int32_t failed_at) {
+  for (int32_t i = failed_at + 1; i < nargs; ++i) {
+    if (args[i].type_index == kTPTensor && args[i].v_tensor->deleter) args[i].v_tensor->deleter(args[i].v_tensor);
+  }
+}
+
+// The call, C++ exceptions aside (Call catches them). Views and POD values are converted
+// inline; the rest by ConvertObjectArg.
+inline __attribute__((always_inline)) int CallUnguarded(const Wrapped& w, const TPAny* args, int32_t nargs,
+                                                        TPAny* result) {
   TVMFFIAny small[8];
-  std::vector<TVMFFIAny> large;
+  std::unique_ptr<TVMFFIAny[]> large;
   TVMFFIAny* targs = small;
   if (nargs > 8) {
-    large.resize(nargs);
-    targs = large.data();
+    large.reset(new TVMFFIAny[nargs]);
+    targs = large.get();
   }
-  std::vector<ffi::Any> keep;  // owned temporaries (arrays, shapes, moved-in tensors)
+  std::unique_ptr<std::vector<ffi::Any>> keep;  // owned temporaries (arrays, shapes, moved-in tensors), made when needed
   Env env;
-  int failed = 0;
   for (int32_t i = 0; i < nargs; ++i) {
     const TPAny& a = args[i];
     TVMFFIAny& t = targs[i];
     t.zero_padding = 0;
-    t.v_int64 = 0;
     switch (a.type_index) {
-      case kTPNone: t.type_index = kTVMFFINone; break;
-      case kTPInt: t.type_index = kTVMFFIInt; t.v_int64 = a.v_int64; break;
-      case kTPBool: t.type_index = kTVMFFIBool; t.v_int64 = a.v_int64; break;
-      case kTPFloat: t.type_index = kTVMFFIFloat; t.v_float64 = a.v_float64; break;
-      case kTPDevice: t.type_index = kTVMFFIDevice; t.v_device = a.v_device; break;
-      case kTPDataType: t.type_index = kTVMFFIDataType; t.v_dtype = a.v_dtype; break;
-      case kTPOpaquePtr: t.type_index = kTVMFFIOpaquePtr; t.v_ptr = a.v_ptr; break;
-      case kTPRawStr: t.type_index = kTVMFFIRawStr; t.v_c_str = a.v_c_str; break;
       case kTPDLTensorPtr:
-        env.BindStream(a.v_dltensor->device);
-        if (i < static_cast<int32_t>(w.hints.size()) && w.hints[i] == 't') {  // an ffi::Tensor parameter
-          if (failed) break;
-          if (WrapView(a.v_dltensor, &t) != 0) {
-            failed = 1;
-            break;
-          }
-          keep.push_back(ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(&t));
-          t = ffi::AnyView(keep.back()).CopyToTVMFFIAny();
-          break;
-        }
+        if (i < 64 ? (w.wrapped_views >> i) & 1 : HintIs(w, i, 't')) goto object;
+        if (a.v_dltensor->device.device_type != kDLCPU) env.BindStream(a.v_dltensor->device);
         t.type_index = kTVMFFIDLTensorPtr;
         t.v_ptr = a.v_dltensor;
         break;
-      case kTPTensor: {
-        if (failed) {  // moved in: ours to release
-          if (a.v_tensor->deleter) a.v_tensor->deleter(a.v_tensor);
-          break;
-        }
-        env.BindStream(a.v_tensor->dl_tensor.device);
-        TVMFFIObjectHandle handle = nullptr;
-        if (TVMFFITensorFromDLPackVersioned(a.v_tensor, 0, 0, &handle) != 0) {
-          if (a.v_tensor->deleter) a.v_tensor->deleter(a.v_tensor);
-          MoveRaisedError();
-          failed = 1;
-          break;
-        }
-        t.type_index = kTVMFFITensor;
-        t.v_obj = static_cast<TVMFFIObject*>(handle);
-        keep.push_back(ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(&t));
-        t.type_index = kTVMFFITensor;
-        t.v_obj = static_cast<TVMFFIObject*>(handle);
-        break;
-      }
-      case kTPIntArray: {
-        if (failed) break;
-        const int64_t* data = a.v_int_array->data;
-        ffi::Any held;
-        if (i < static_cast<int32_t>(w.hints.size()) && w.hints[i] == 's') {
-          held = ffi::Shape(data, data + a.v_int_array->size);
-        } else {
-          held = ffi::Array<int64_t>(data, data + a.v_int_array->size);
-        }
-        keep.push_back(std::move(held));
-        t = ffi::AnyView(keep.back()).CopyToTVMFFIAny();
-        break;
-      }
-      case kTPArray: {
-        if (failed) break;
-        std::vector<ffi::Tensor> items;
-        for (int64_t k = 0; k < a.v_array->size; ++k) {
-          const TPAny& item = a.v_array->items[k];
-          if (item.type_index != kTPDLTensorPtr) {
-            SetError(w.name, "TypeError", "argument " + std::to_string(i + 1) +
-                     ": tvm-ffi functions take lists of tensors only");
-            failed = 1;
-            break;
-          }
-          env.BindStream(item.v_dltensor->device);
-          TVMFFIAny raw;
-          if (WrapView(item.v_dltensor, &raw) != 0) {
-            failed = 1;
-            break;
-          }
-          items.push_back(ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(&raw).cast<ffi::Tensor>());
-        }
-        if (failed) break;
-        keep.push_back(ffi::Array<ffi::Tensor>(items.begin(), items.end()));
-        t = ffi::AnyView(keep.back()).CopyToTVMFFIAny();
-        break;
-      }
+      case kTPNone: t.type_index = kTVMFFINone; t.v_int64 = 0; break;
+      case kTPInt: t.type_index = kTVMFFIInt; t.v_int64 = a.v_int64; break;
+      case kTPBool: t.type_index = kTVMFFIBool; t.v_int64 = a.v_int64; break;
+      case kTPFloat: t.type_index = kTVMFFIFloat; t.v_float64 = a.v_float64; break;
+      case kTPDevice: t.type_index = kTVMFFIDevice; t.v_int64 = 0; t.v_device = a.v_device; break;
+      case kTPDataType: t.type_index = kTVMFFIDataType; t.v_int64 = 0; t.v_dtype = a.v_dtype; break;
+      case kTPOpaquePtr: t.type_index = kTVMFFIOpaquePtr; t.v_ptr = a.v_ptr; break;
+      case kTPRawStr: t.type_index = kTVMFFIRawStr; t.v_c_str = a.v_c_str; break;
       default:
-        if (!failed) {
-          SetError(w.name, "TypeError", "argument " + std::to_string(i + 1) + ": tensorplug value kind " +
-                   std::to_string(a.type_index) + " has no tvm-ffi form");
-          failed = 1;
+      object:
+        if (ConvertObjectArg(w, i, a, t, env, keep) != 0) {
+          ReleaseMovedAfter(args, nargs, i);
+          env.RestoreStreams();
+          return -1;
         }
     }
   }
-  if (failed) return -1;
 
-  std::vector<Proxy*>& live = t_state.live;
-  const size_t first_proxy = live.size();  // calls nest (a kernel calling a kernel)
-  TVMFFIEnvSetDLPackManagedTensorAllocator(EnvAlloc, 0, &env.allocator);
+  ThreadState& state = t_state;
+  Frame frame{w, state, state.live};
+  struct Unlink {  // also when a conversion below throws
+    const Frame& frame;
+    ~Unlink() {
+      if (frame.state.live != frame.outer) UnlinkProxies(frame.state, frame.outer);
+    }
+  } unlink{frame};
+  DLPackManagedTensorAllocator previous = nullptr;
+  TVMFFIEnvSetDLPackManagedTensorAllocator(EnvAlloc, 0, &previous);
   TVMFFIAny ret;
   ret.type_index = kTVMFFINone;
   ret.zero_padding = 0;
   ret.v_int64 = 0;
   int rc = w.entry(nullptr, targs, nargs, &ret);
-  env.Restore();
+  TVMFFIEnvSetDLPackManagedTensorAllocator(previous, 0, nullptr);
+  if (env.nstreams != 0) env.RestoreStreams();
+  int status;
   if (rc != 0) {
-    MoveRaisedError();
-    live.resize(first_proxy);  // a failed call's allocations are tvm-ffi's to free
-    return -1;
+    MoveRaisedError();  // a failed call's allocations are tvm-ffi's to free
+    status = -1;
+  } else if (ret.type_index < kTVMFFIStaticObjectBegin && PodToTP(ret, result)) {
+    status = 0;
+  } else {
+    status = ObjectToTP(frame, &ret, result);
   }
-  ffi::Any owned = ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(&ret);
-  TVMFFIAny view = ffi::AnyView(owned).CopyToTVMFFIAny();
-  result->flags = 0;
-  int status = ToTP(w, view, true, result);
-  owned = ffi::Any();  // drops tvm-ffi's references: unclaimed allocations go with them
-  if (live.size() != first_proxy) live.resize(first_proxy);
   return status;
 }
 
 // CallUnguarded, with the C++ exceptions of tvm-ffi's containers (out of memory) as errors.
-int Call(void* self, const TPAny* args, int32_t nargs, TPAny* result) {
+__attribute__((noinline)) int Call(const Wrapped* w, const TPAny* args, int32_t nargs, TPAny* result) {
   try {
-    return CallUnguarded(self, args, nargs, result);
+    return CallUnguarded(*w, args, nargs, result);
   } catch (const ffi::Error& e) {
     TPErrorSet(e.kind().c_str(), e.message().c_str());
   } catch (const std::bad_alloc&) {
@@ -501,7 +586,11 @@ TP_EXPORT void* TPTvmFfiBind(void* entry, const char* name, const char* hints) {
                                 std::to_string(kSlots) + " tvm-ffi functions").c_str());
     return nullptr;
   }
-  g_slots[slot] = new Wrapped{reinterpret_cast<TVMFFISafeCallType>(entry), name, hints};
+  uint64_t wrapped_views = 0;
+  for (int i = 0; hints[i] != '\0' && i < 64; ++i) {
+    if (hints[i] == 't') wrapped_views |= uint64_t{1} << i;
+  }
+  g_slots[slot] = new Wrapped{reinterpret_cast<TVMFFISafeCallType>(entry), name, hints, wrapped_views};
   return reinterpret_cast<void*>(kTrampolines[slot]);
 }
 
