@@ -474,4 +474,15 @@ MUTATIONS = [
              ("tests/jax/test_jax_strides.py", "-k", "memory_order"),
              "where jax reads a transposed result in memory order (jax 0.6.2), it is handed to jax as it is: "
              "the array has the elements in memory order"),
+    Mutation("tvm-ffi-dtensor-rule-dropped", "tests/support/tvm_ffi_kernels.py",
+             'backward=backward, sharding="elementwise")', "backward=backward)",
+             ("tests/tvm_ffi/test_tvm_ffi_dtensor.py",),
+             "the tvm-ffi op reaches DTensor without its sharding rule: the test must see the rule used, not "
+             "a fallback that gathers"),
+    # ---- issue 41 item 7: TPPlanInvoke's inline check of written views -------------------
+    Mutation("plan-written-overlap-unchecked", "csrc/runtime/plan.cc",
+             "|| Compact(*a.v_dltensor))) return false;", "|| true)) return false;",
+             ("tests/core/test_plan_invoke.py", "-k", "overlap"),
+             "TPPlanInvoke without TPPlanPrepare takes every written view as compact: a view whose elements "
+             "share memory reaches the kernel"),
 ]
