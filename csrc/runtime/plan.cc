@@ -48,6 +48,7 @@ struct TPPlanObj {
   int32_t num_outputs = 0;
   std::vector<Rule> outputs;        // empty for a plan without rules (the caller checks shapes)
   std::vector<int32_t> written;     // the written parameters, in order
+  int32_t num_params = 0;           // params.size(), read on every call
 };
 
 namespace {
@@ -402,6 +403,36 @@ bool CheckArguments(const TPPlanObj& plan, const TPAny* args) {
   return true;
 }
 
+// TPPlanInvoke's check of the written views, inline: true when each is a compact view,
+// which cannot overlap itself (vouched for by its producer, or seen); CheckArguments
+// decides the rest (lists, strided views).
+inline bool WrittenCompact(const TPPlanObj& plan, const TPAny* args) {
+  for (const int32_t p : plan.written) {
+    const TPAny& a = args[p];
+    if (a.type_index != kTPDLTensorPtr || !((a.flags & TP_ANY_FLAG_COMPACT) || Compact(*a.v_dltensor))) return false;
+  }
+  return true;
+}
+
+// Written views that are not all compact views: checked in full. On refusal the owning
+// tensor arguments are released, as the call would have consumed them.
+[[gnu::noinline]] bool CheckArgumentsForCall(const TPPlanObj& plan, TPAny* args) {
+  if (CheckArguments(plan, args)) return true;
+  for (size_t i = 0; i < plan.params.size(); ++i) {
+    if (args[i].type_index == kTPTensor) TPAnyRelease(&args[i]);
+  }
+  return false;
+}
+
+// A call off the CPU: the device's stream bound around it, and restored.
+[[gnu::noinline]] int InvokeOnStream(const TPPlanObj& plan, TPAny* args, const TPPlanBinding& binding, TPAny* result) {
+  const DLDevice device = binding.device;
+  void* saved_stream = TPEnvSetStream(device.device_type, device.device_id, binding.stream);
+  const int rc = plan.entry(plan.self, args, plan.num_params, result);
+  TPEnvSetStream(device.device_type, device.device_id, saved_stream);
+  return rc;
+}
+
 [[gnu::noinline]] int ResultError(const TPPlanObj& plan, TPAny* result, const std::string& what) {
   TPAnyRelease(result);
   *result = TPAny{};
@@ -454,6 +485,17 @@ bool CheckArguments(const TPPlanObj& plan, const TPAny* args) {
   return Fail(k.c_str(), plan.op + "(): " + m);
 }
 
+// The function failed: its error named with the op, and whatever it left in `result` released.
+[[gnu::noinline, gnu::cold]] int FunctionFailed(const TPPlanObj& plan, TPAny* result) noexcept {
+  TPAnyRelease(result);
+  result->type_index = kTPNone;
+  try {
+    return FunctionError(plan);
+  } catch (const std::bad_alloc&) {
+    return Fail("MemoryError", "out of memory");
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -491,6 +533,7 @@ int TPPlanCreate(const TPPlanSpec* spec, TPPlanHandle* out) {
       if (spec->params[i].written) plan->written.push_back(i);
     }
     plan->params.assign(spec->params, spec->params + spec->num_params);
+    plan->num_params = spec->num_params;
     for (int32_t i = 0; i < spec->num_params; ++i) plan->params[i].name = plan->names[i].c_str();
     plan->num_outputs = spec->num_outputs;
     for (int32_t k = 0; spec->outputs != nullptr && k < spec->num_outputs; ++k) {
@@ -553,44 +596,46 @@ int TPPlanInvoke(TPPlanHandle plan, TPAny* args, const TPPlanBinding* binding, c
   result->type_index = kTPNone;
   result->flags = 0;
   result->v_int64 = 0;
+  // Written views made by the caller without TPPlanPrepare: checked here. A compact view
+  // (every view XLA's handler makes) cannot overlap itself, so the common case is a few
+  // compares inline and the call into CheckArguments is only for the others.
   try {
-    if (expected == nullptr && !plan->written.empty() && !CheckArguments(*plan, args)) {
-      for (size_t i = 0; i < plan->params.size(); ++i) {
-        if (args[i].type_index == kTPTensor) TPAnyRelease(&args[i]);  // consumed, as the call would have
-      }
+    if (expected == nullptr && !plan->written.empty() && !WrittenCompact(*plan, args) &&
+        !CheckArgumentsForCall(*plan, args)) {
       return -1;
     }
-    // The thread's environment, bound and restored here directly (TPEnvLend and
-    // TPEnvSetAllocator do the same): a call pays two stores each way.
-    tensorplug::runtime::ThreadEnv& env = tensorplug::runtime::tls_env;
-    const DLDevice device = binding->device;
-    const bool bind_stream = device.device_type != kDLCPU;
-    void* saved_stream = bind_stream ? TPEnvSetStream(device.device_type, device.device_id, binding->stream) : nullptr;
-    const DLPackManagedTensorAllocator saved_allocator = env.allocator;
-    TPLentTensors* const saved_lent = env.lent;
-    if (TPLentTensors* lent = binding->lent) {
-      lent->previous_allocator = saved_allocator;
-      lent->previous = saved_lent;
-      env.allocator = TPLentAllocator;
-      env.lent = lent;
-    } else if (binding->allocator != nullptr) {
-      env.allocator = binding->allocator;
-    }
-    const int rc = plan->entry(plan->self, args, static_cast<int32_t>(plan->params.size()), result);
-    env.allocator = saved_allocator;
-    env.lent = saved_lent;
-    if (bind_stream) TPEnvSetStream(device.device_type, device.device_id, saved_stream);
-    if (rc != 0) {
-      TPAnyRelease(result);  // a failing function leaves none; released should it leave one
-      result->type_index = kTPNone;
-      return FunctionError(*plan);
-    }
-    // Common cases inline: nothing returned where nothing is declared (destination
-    // passing), or one tensor whose shape is the caller's to check (no rule, no specs).
-    if (result->type_index == kTPNone && plan->num_outputs == 0) return 0;
-    if (result->type_index == kTPTensor && plan->num_outputs == 1 && (expected == nullptr || plan->outputs.empty())) {
-      return 0;
-    }
+  } catch (const std::bad_alloc&) {
+    return Fail("MemoryError", "TPPlanInvoke: out of memory");
+  }
+  // The thread's environment, bound and restored here directly (TPEnvLend and
+  // TPEnvSetAllocator do the same): a call pays two stores each way.
+  tensorplug::runtime::ThreadEnv& env = tensorplug::runtime::tls_env;
+  const DLPackManagedTensorAllocator saved_allocator = env.allocator;
+  TPLentTensors* const saved_lent = env.lent;
+  if (TPLentTensors* lent = binding->lent) {
+    lent->previous_allocator = saved_allocator;
+    lent->previous = saved_lent;
+    env.allocator = TPLentAllocator;
+    env.lent = lent;
+  } else if (binding->allocator != nullptr) {
+    env.allocator = binding->allocator;
+  }
+  int rc;
+  if (binding->device.device_type == kDLCPU) {
+    rc = plan->entry(plan->self, args, plan->num_params, result);
+  } else {
+    rc = InvokeOnStream(*plan, args, *binding, result);
+  }
+  env.allocator = saved_allocator;
+  env.lent = saved_lent;
+  if (rc != 0) return FunctionFailed(*plan, result);
+  // Common cases inline: nothing returned where nothing is declared (destination
+  // passing), or one tensor whose shape is the caller's to check (no rule, no specs).
+  if (result->type_index == kTPNone && plan->num_outputs == 0) return 0;
+  if (result->type_index == kTPTensor && plan->num_outputs == 1 && (expected == nullptr || plan->outputs.empty())) {
+    return 0;
+  }
+  try {
     return CheckResult(*plan, expected, result);
   } catch (const std::bad_alloc&) {
     return Fail("MemoryError", "TPPlanInvoke: out of memory");

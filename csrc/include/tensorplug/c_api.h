@@ -94,6 +94,11 @@ typedef enum {
 
 /* TPAny.flags bits. */
 #define TP_ANY_FLAG_READ_ONLY 1u /* kTPDLTensorPtr: the view must not be written */
+/* kTPDLTensorPtr: the producer vouches that the view is compact row-major (its strides, or
+ * NULL strides, describe the dense layout), so consumers may skip checks that follow from
+ * it (a compact view cannot overlap itself). Set only where the producer made or knows the
+ * layout; a view without it is checked. */
+#define TP_ANY_FLAG_COMPACT 2u
 
 typedef struct TPFunctionObj* TPFunctionHandle;
 typedef struct TPString TPString;

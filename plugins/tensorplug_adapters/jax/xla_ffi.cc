@@ -68,6 +68,9 @@ struct ParamPlan {
   int32_t count;      // kInputs: the list's length
   int32_t kind;       // the TPTypeIndex the function takes: view, tensor, int, float, bool, str, dtype, ints, views
   int32_t attr_slot;  // kAttr: the attribute's position among the call's attributes
+  // kInput/kOutput views: their TPAny flags. XLA's buffers are dense, as the views made of
+  // them say (FillStrides); only inputs are read-only.
+  uint32_t view_flags;
   std::string attr;
   std::string name;
 };
@@ -554,7 +557,7 @@ inline __attribute__((always_inline)) bool RunFast(CallFrame* frame, const OpPla
         view.strides = view_strides;
         view.byte_offset = 0;
         a.type_index = kTPDLTensorPtr;
-        a.flags = written ? 0u : TP_ANY_FLAG_READ_ONLY;
+        a.flags = p.view_flags;
         a.v_dltensor = &views[i];
         break;
       }
@@ -761,7 +764,7 @@ Error* RunGeneral(CallFrame* frame, const OpPlan& plan, DLDevice device, void* s
           a.v_tensor = managed;
         } else {
           a.type_index = kTPDLTensorPtr;
-          a.flags = written ? 0u : TP_ANY_FLAG_READ_ONLY;
+          a.flags = p.view_flags;
           a.v_dltensor = &view;
         }
         break;
@@ -776,7 +779,7 @@ Error* RunGeneral(CallFrame* frame, const OpPlan& plan, DLDevice device, void* s
                                     " has no DLPack equivalent");
           }
           list[j].type_index = kTPDLTensorPtr;
-          list[j].flags = TP_ANY_FLAG_READ_ONLY;
+          list[j].flags = TP_ANY_FLAG_READ_ONLY | TP_ANY_FLAG_COMPACT;
           list[j].v_dltensor = &view;
         }
         items_used += static_cast<size_t>(p.count);
@@ -972,7 +975,9 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
       Py_DECREF(seq);
       return nullptr;
     }
-    plan->params.push_back(ParamPlan{src, index, src == Source::kInputs ? count : 1, code, -1, attr, pname});
+    const uint32_t view_flags = src == Source::kOutput ? TP_ANY_FLAG_COMPACT : TP_ANY_FLAG_READ_ONLY | TP_ANY_FLAG_COMPACT;
+    plan->params.push_back(
+        ParamPlan{src, index, src == Source::kInputs ? count : 1, code, -1, view_flags, attr, pname});
     if (src == Source::kAttr) attr_names.emplace_back(attr);
     if (src == Source::kInputs) plan->n_items += count;
     if (src == Source::kAttr && (code == kTPRawStr || code == kTPDataType)) plan->n_strings++;
