@@ -19,6 +19,12 @@ import pytest
 SUPPORT = Path(__file__).parent / "support"
 if str(SUPPORT) not in sys.path:
     sys.path.insert(0, str(SUPPORT))
+# pytest (import mode "prepend") put tests/ on sys.path to import this file: taken off again,
+# or where torch is not installed, paddle's `import torch` (paddle 3.3 tries it) finds
+# tests/torch/ as a namespace package, and the torch adapter then fails every paddle test
+# ("module 'torch' has no attribute 'Tensor'": tests/pythons/run.py's venvs have no torch).
+while str(Path(__file__).parent) in sys.path:
+    sys.path.remove(str(Path(__file__).parent))
 
 
 @pytest.fixture(scope="session")

@@ -490,14 +490,19 @@ def test_xla_ffi_declarations_match_jax_headers(tmp_path):
     if compiler is None:
         pytest.skip("no C++ compiler")
     include = jax.ffi.include_dir()
+    # The extension chain's node: XLA_FFI_Extension_Base until XLA FFI API 0.3 (jax 0.10),
+    # XLA_FFI_InternalExtension from 0.5 (jax 0.12), the same three fields.
+    header = (Path(include) / "xla" / "ffi" / "api" / "c_api.h").read_text()
+    extension = "XLA_FFI_Extension_Base" if "XLA_FFI_Extension_Base" in header else "XLA_FFI_InternalExtension"
     pairs = {  # ours: theirs
-        "ExtensionBase": "XLA_FFI_Extension_Base", "ApiVersion": "XLA_FFI_Api_Version",
+        "ExtensionBase": extension, "ApiVersion": "XLA_FFI_Api_Version",
         "ErrorCreateArgs": "XLA_FFI_Error_Create_Args", "Buffer": "XLA_FFI_Buffer", "ByteSpan": "XLA_FFI_ByteSpan",
         "Scalar": "XLA_FFI_Scalar", "Array": "XLA_FFI_Array", "Args": "XLA_FFI_Args", "Rets": "XLA_FFI_Rets", "Attrs": "XLA_FFI_Attrs",
         "MetadataExtension": "XLA_FFI_Metadata_Extension", "StreamGetArgs": "XLA_FFI_Stream_Get_Args",
         "DeviceOrdinalGetArgs": "XLA_FFI_DeviceOrdinal_Get_Args",
     }
     fields = [
+        ("ExtensionBase", extension, ["struct_size", "type", "next"]),
         ("CallFrame", "XLA_FFI_CallFrame", ["api", "ctx", "stage", "args", "rets", "attrs"]),
         ("Metadata", "XLA_FFI_Metadata", ["api_version", "traits"]),
         ("Api", "XLA_FFI_Api", [("error_create", "XLA_FFI_Error_Create"), ("stream_get", "XLA_FFI_Stream_Get"),

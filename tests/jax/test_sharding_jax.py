@@ -112,6 +112,8 @@ def test_docs_data_parallel_step_on_four_devices(single):
     # docs/compilers.md's jax block, on 4 devices: relu and its gradient run on each device's
     # 2 of 8 rows; the one collective is the weights' gradient all-reduce.
     case = single["docs"]
+    if "skipped" in case:
+        pytest.skip(case["skipped"])
     assert case["devices"] == 4
     assert case["all_gather"] == 0 and case["all_to_all"] == 0 and case["all_reduce"] == 1
     assert case["call_shapes"] == [["f32[2,2]"]] and case["grad_calls"] == [["f32[2,2]"]]

@@ -145,7 +145,12 @@ def single(record: dict) -> None:
     record["rank_mismatch"] = error_of(lambda: jax.jit(ops["cumsum_rows"])(xv))
     record["inner_mismatch"] = error_of(lambda: jax.jit(ops["matmul"])(x, jnp.ones((5, 4), jnp.float32)))
 
-    # The docs' data-parallel step, on four devices.
+    # The docs' data-parallel step, on four devices. It enters the mesh with jax.set_mesh,
+    # which jax 0.6.2 (the last for Python 3.10) does not have: the test skips, saying so.
+    if not hasattr(jax, "set_mesh"):
+        record["docs"] = {"skipped": f"jax {jax.__version__} has no jax.set_mesh, which docs/compilers.md's "
+                                     "example enters the mesh with"}
+        return
     namespace: dict = {}
     exec(compile(doc_block("kernels"), "docs/compilers.md (kernels)", "exec"), namespace)
     exec(compile(doc_block("jax"), "docs/compilers.md (jax)", "exec"), namespace)

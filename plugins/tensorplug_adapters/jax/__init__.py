@@ -13,6 +13,8 @@ import sys
 
 from tensorplug import AdapterInfo, ExchangeTable, empty, hookimpl
 
+from . import dlpack_strides
+
 _tables: dict[str, ExchangeTable] = {}
 
 
@@ -21,7 +23,12 @@ def _jax():
 
 
 def _from_dlpack(tensor):
-    return _jax().numpy.from_dlpack(tensor)
+    jax = _jax()
+    if dlpack_strides.known_to_read_strides() or dlpack_strides.row_major(tensor.shape, tensor.strides) \
+            or not dlpack_strides.transposition(tensor.shape, tensor.strides) or dlpack_strides.reads_strides(jax):
+        return jax.numpy.from_dlpack(tensor)
+    # a transposed result, which this jax (0.6.2) would read in memory order (dlpack_strides.py)
+    return dlpack_strides.compact_on_host(jax, tensor)
 
 
 def _allocate(shape, dtype, device):

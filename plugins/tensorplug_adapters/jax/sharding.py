@@ -125,11 +125,13 @@ class ShardedJaxOp:
             return batchable(*arrays)
         # Explicit mesh axes (jax.make_mesh's default): a result's sharding is part of its type,
         # which the custom call cannot give; the call runs with those axes made automatic, and
-        # its results are typed with the sharding the rule gives them.
-        P = jax.sharding.PartitionSpec
+        # its results are typed with the sharding the rule gives them, on the inputs' mesh (named:
+        # jax 0.6 has no mesh in context here, and refuses a bare PartitionSpec).
+        explicit, mesh = explicit
+        NamedSharding, P = jax.sharding.NamedSharding, jax.sharding.PartitionSpec
         axes = _factor_axes(rule, names, explicit)
-        out = tuple(_spec(P, axes, term) for term in rule.results)
-        return jax.sharding.auto_axes(lambda *a: batchable(*a), out_sharding=out[0] if single else out)(*arrays)
+        out = tuple(NamedSharding(mesh, _spec(P, axes, term)) for term in rule.results)
+        return _auto_axes(jax)(lambda *a: batchable(*a), out_sharding=out[0] if single else out)(*arrays)
 
     def jitted_call(self, jax, bound, names):
         """The jitted call for concrete arrays split over devices, per form of the static arguments."""
@@ -140,6 +142,15 @@ class ShardedJaxOp:
             with self.lock:
                 jitted = self.jitted.setdefault(key, jax.jit(lambda *arrays: self(**static, **dict(zip(names, arrays)))))
         return jitted
+
+
+def _auto_axes(jax):
+    """``jax.sharding.auto_axes``; jax 0.6 (the last for Python 3.10) has it as
+    ``jax.experimental.shard.auto_axes``, the same function."""
+    auto_axes = getattr(jax.sharding, "auto_axes", None)
+    if auto_axes is None:
+        from jax.experimental.shard import auto_axes
+    return auto_axes
 
 
 @functools.cache
@@ -170,15 +181,17 @@ def _spec(P, axes, term):
 
 
 def _explicit_specs(jax, arrays):
-    """The inputs' partition specs when one of them is split over explicit mesh axes, else None."""
+    """The inputs' partition specs and the (abstract) mesh of the first input split over
+    explicit mesh axes, or None when none is."""
     specs = []
-    explicit = False
+    mesh = None
     for a in arrays:
         sharding = getattr(jax.typeof(a), "sharding", None)
         spec = getattr(sharding, "spec", None)
         specs.append(spec if spec is not None else jax.sharding.PartitionSpec())
-        explicit = explicit or any(entry is not None for entry in tuple(specs[-1]))
-    return specs if explicit else None
+        if mesh is None and any(entry is not None for entry in tuple(specs[-1])):
+            mesh = sharding.mesh
+    return (specs, mesh) if mesh is not None else None
 
 
 def _split(jax, value) -> bool:
