@@ -176,6 +176,28 @@ TP_API int TPPlanInvoke(TPPlanHandle plan, TPAny* args, const TPPlanBinding* bin
 
 #ifdef __cplusplus
 } /* extern "C" */
+
+#include <cstddef>
+#include <memory>
+
+namespace tensorplug {
+
+/*
+ * `n` values of T for one call of an op kernel (TPPlanInvoke's arguments, their views and
+ * strides): in the kernel's frame up to kInline, on the heap only past it, so that a common
+ * call allocates nothing. Like a local array, trivial values start uninitialized.
+ */
+template <class T, size_t kInline>
+struct FrameArray {
+  T inline_items[kInline];
+  std::unique_ptr<T[]> heap;
+  T* data;
+  explicit FrameArray(size_t n) : data(n <= kInline ? inline_items : (heap.reset(new T[n]), heap.get())) {}
+  FrameArray(const FrameArray&) = delete;
+  FrameArray& operator=(const FrameArray&) = delete;
+};
+
+}  // namespace tensorplug
 #endif
 
 #endif /* TENSORPLUG_PLAN_H_ */

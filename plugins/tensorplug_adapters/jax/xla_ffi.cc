@@ -379,16 +379,7 @@ inline __attribute__((always_inline)) bool LendResults(const OpPlan& plan, const
   return true;
 }
 
-// Binds XLA's stream and the call's lent results for the thread, and restores what was
-// bound before whatever happens.
-// `n` values of T in the handler's frame, on the heap only past kInline.
-template <class T, size_t kInline>
-struct FrameArray {
-  T inline_items[kInline];
-  std::unique_ptr<T[]> heap;
-  T* data;
-  explicit FrameArray(size_t n) : data(n <= kInline ? inline_items : (heap.reset(new T[n]), heap.get())) {}
-};
+using tensorplug::FrameArray;  // plan.h: the per-call arrays of the general path
 
 // The value of a scalar attribute as int64/double; false for non-numeric element types.
 bool ScalarValue(const Scalar* s, int64_t* i, double* d, bool* is_float) {

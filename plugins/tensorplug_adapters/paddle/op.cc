@@ -593,12 +593,10 @@ bool RunNative(const Node& node, std::vector<paddle::Tensor> inputs, size_t n_ou
   DLTensor views[kMaxTensors];
   int64_t dims[2 * kMaxRank * kMaxTensors];
   TPAny items[kMaxTensors];
-  TPArray arrays_inline[kInlineParams];
-  TPAny args_inline[kInlineParams];
-  std::vector<TPArray> arrays_heap;
-  std::vector<TPAny> args_heap;
-  TPArray* arrays = n <= kInlineParams ? arrays_inline : (arrays_heap.resize(n), arrays_heap.data());
-  TPAny* args = n <= kInlineParams ? args_inline : (args_heap.resize(n), args_heap.data());
+  tensorplug::FrameArray<TPArray, kInlineParams> arrays_frame(n);
+  tensorplug::FrameArray<TPAny, kInlineParams> args_frame(n);
+  TPArray* arrays = arrays_frame.data;
+  TPAny* args = args_frame.data;
   size_t items_used = 0;
   auto view = [&](int64_t i, size_t param) -> DLTensor* {
     if (!View(inputs[i], &views[i], &dims[2 * kMaxRank * i], &dims[2 * kMaxRank * i + kMaxRank]))

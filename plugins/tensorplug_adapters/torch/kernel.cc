@@ -83,14 +83,7 @@ int32_t g_next_slot = 0;
 }
 
 // ------------------------------------------------------- the call ----
-// `n` values of T in the handler's frame, on the heap only past kInline (as xla_ffi.cc's).
-template <class T, size_t kInline>
-struct FrameArray {
-  T inline_items[kInline];
-  std::unique_ptr<T[]> heap;
-  T* data;
-  explicit FrameArray(size_t n) : data(n <= kInline ? inline_items : (heap.reset(new T[n]), heap.get())) {}
-};
+using tensorplug::FrameArray;  // plan.h: the call's arrays, on the heap only past kInlineParams
 constexpr size_t kInlineParams = 16;
 
 // What the call owns of the stack until it ends (torch hands the kernel its values): per
