@@ -142,13 +142,16 @@ def test_a_build_directory_in_the_cache_is_private(tmp_path, monkeypatch):
     assert out.parent == tmp_path / "cache" and out.stat().st_mode & 0o777 == 0o700
 
 
-def test_a_cpp_function_keeps_its_parameter_names_beside_cuda_sources():
+def test_a_cpp_function_keeps_its_parameter_names_beside_cuda_sources(tmp_path):
     import shutil
 
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not found")
+    # compiled in a new build directory every time: a library from the cache would not show
+    # the CUDA source compiled with the C++ command (nvcc refuses its `-fPIC`)
     m = cpp.load_inline("mixed_sources", "int64_t same(int64_t n) { return n; }",
-                        cuda_sources="__global__ void unused_kernel() {}", functions=["same"])
+                        cuda_sources="__global__ void unused_kernel() {}", functions=["same"],
+                        build_directory=tmp_path / "out")
     assert m.same.signature_text == "n:int->int" and m.same(n=3) == 3
 
 
