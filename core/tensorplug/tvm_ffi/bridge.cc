@@ -54,7 +54,7 @@ struct Wrapped {
   TVMFFISafeCallType entry;
   std::string name;
   std::string hints;  // one char per parameter: 's' ints as ffi::Shape, 't' a view as ffi::Tensor, '.' as they come
-  uint64_t wrapped_views;  // bit i: parameter i (< 64) is a view passed as ffi::Tensor (hint 't')
+  bool wraps_views;  // some parameter is a view passed as ffi::Tensor (hint 't')
 };
 
 bool HintIs(const Wrapped& w, int32_t i, char hint) {
@@ -149,6 +149,15 @@ __attribute__((noinline)) void UnlinkProxies(ThreadState& state, Proxy* outer) {
   state.live = outer;
 }
 
+// A proxy from the thread's pool, or a new one (nullptr: out of memory).
+Proxy* TakeProxy(ThreadState& state) {
+  Proxy* proxy = state.free_list;
+  if (__builtin_expect(proxy == nullptr, 0)) return new (std::nothrow) Proxy{};
+  state.free_list = proxy->next;
+  --state.free_count;
+  return proxy;
+}
+
 int EnvAlloc(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ctx,
              void (*set_error)(void* error_ctx, const char* kind, const char* message)) {
   DLManagedTensorVersioned* allocated = nullptr;
@@ -159,18 +168,13 @@ int EnvAlloc(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ct
     set_error(error_ctx, kind, message);
     return -1;
   }
-  ThreadState& state = t_state;
-  Proxy* proxy = state.free_list;
-  if (proxy != nullptr) {
-    state.free_list = proxy->next;
-    --state.free_count;
-  } else {
-    proxy = new (std::nothrow) Proxy{};
-    if (proxy == nullptr) {
-      if (allocated->deleter) allocated->deleter(allocated);
-      set_error(error_ctx, "MemoryError", "out of memory");
-      return -1;
-    }
+  ThreadState* state = &t_state;
+  asm("" : "+r"(state));  // one TLS lookup: keep the address, not recompute it after TakeProxy's call
+  Proxy* proxy = TakeProxy(*state);
+  if (proxy == nullptr) {
+    if (allocated->deleter) allocated->deleter(allocated);
+    set_error(error_ctx, "MemoryError", "out of memory");
+    return -1;
   }
   proxy->managed = *allocated;
   proxy->managed.manager_ctx = proxy;
@@ -178,8 +182,8 @@ int EnvAlloc(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ct
   proxy->allocated = allocated;
   proxy->claimed = false;
   proxy->state.store(kLinked, std::memory_order_relaxed);
-  proxy->next = state.live;
-  state.live = proxy;
+  proxy->next = state->live;
+  state->live = proxy;
   *out = &proxy->managed;
   return 0;
 }
@@ -388,6 +392,21 @@ int ToTP(const Frame& frame, const TVMFFIAny& value, bool sole, TPAny* out) {
 // An object result: converted, then tvm-ffi's reference dropped (unclaimed allocations go
 // with it).
 __attribute__((noinline)) int ObjectToTP(const Frame& frame, TVMFFIAny* ret, TPAny* result) {
+  if (ret->type_index == kTVMFFITensor) {  // the usual object result, without ffi::Any
+    TVMFFIObject* obj = ret->v_obj;
+    DLManagedTensorVersioned* managed = ClaimAllocation(frame, obj, true);
+    int status = 0;
+    if (managed == nullptr && TVMFFITensorToDLPackVersioned(obj, &managed) != 0) {
+      MoveRaisedError();
+      status = -1;
+    } else {
+      result->type_index = kTPTensor;
+      result->flags = 0;
+      result->v_tensor = managed;
+    }
+    ffi::details::ObjectUnsafe::DecRefObjectHandle(obj);
+    return status;
+  }
   ffi::Any owned = ffi::details::AnyUnsafe::MoveTVMFFIAnyToAny(ret);
   TVMFFIAny view = ffi::AnyView(owned).CopyToTVMFFIAny();
   return ToTP(frame, view, true, result);
@@ -481,13 +500,14 @@ inline __attribute__((always_inline)) int CallUnguarded(const Wrapped& w, const 
   }
   std::unique_ptr<std::vector<ffi::Any>> keep;  // owned temporaries (arrays, shapes, moved-in tensors), made when needed
   Env env;
+  const bool wraps_views = w.wraps_views;
   for (int32_t i = 0; i < nargs; ++i) {
     const TPAny& a = args[i];
     TVMFFIAny& t = targs[i];
     t.zero_padding = 0;
     switch (a.type_index) {
       case kTPDLTensorPtr:
-        if (i < 64 ? (w.wrapped_views >> i) & 1 : HintIs(w, i, 't')) goto object;
+        if (wraps_views && HintIs(w, i, 't')) goto object;
         if (a.v_dltensor->device.device_type != kDLCPU) env.BindStream(a.v_dltensor->device);
         t.type_index = kTVMFFIDLTensorPtr;
         t.v_ptr = a.v_dltensor;
@@ -531,6 +551,10 @@ inline __attribute__((always_inline)) int CallUnguarded(const Wrapped& w, const 
   if (rc != 0) {
     MoveRaisedError();  // a failed call's allocations are tvm-ffi's to free
     status = -1;
+  } else if (ret.type_index == kTVMFFINone) {  // destination passing: the usual result
+    result->type_index = kTPNone;
+    result->flags = 0;
+    status = 0;
   } else if (ret.type_index < kTVMFFIStaticObjectBegin && PodToTP(ret, result)) {
     status = 0;
   } else {
@@ -586,11 +610,8 @@ TP_EXPORT void* TPTvmFfiBind(void* entry, const char* name, const char* hints) {
                                 std::to_string(kSlots) + " tvm-ffi functions").c_str());
     return nullptr;
   }
-  uint64_t wrapped_views = 0;
-  for (int i = 0; hints[i] != '\0' && i < 64; ++i) {
-    if (hints[i] == 't') wrapped_views |= uint64_t{1} << i;
-  }
-  g_slots[slot] = new Wrapped{reinterpret_cast<TVMFFISafeCallType>(entry), name, hints, wrapped_views};
+  g_slots[slot] = new Wrapped{reinterpret_cast<TVMFFISafeCallType>(entry), name, hints,
+                              std::strchr(hints, 't') != nullptr};
   return reinterpret_cast<void*>(kTrampolines[slot]);
 }
 
