@@ -136,7 +136,8 @@ def _run(cmd: list[str], verbose: bool, log_dir: Path | None = None) -> None:
 
 
 def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=(),
-          include_dirs=(), build_directory=None, verbose: bool = False, stub=None) -> str:
+          include_dirs=(), build_directory=None, verbose: bool = False, stub=None,
+          export_tvm_ffi: bool = False) -> str:
     """Compile ``sources`` (C ``.c``, C++ ``.cc/.cpp``, CUDA ``.cu`` paths) into the shared
     library ``<name>.so`` linked against libtensorplug; returns its path.
 
@@ -153,6 +154,10 @@ def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ld
     ``stub``, a path such as ``"mykernels/__init__.pyi"``, also writes the library's type
     stub there (:func:`tensorplug.stubs.write_stub`: the library is loaded to read its
     signatures; the file is rewritten only when its text changes).
+    ``export_tvm_ffi=True`` also exports each function in apache tvm-ffi's calling convention
+    (``__tvm_ffi_<name>``), so that ``tvm_ffi.load_module(path)`` calls the library
+    (:mod:`tensorplug.tvm_ffi.export`; neither tvm-ffi's headers nor its runtime are needed to
+    build it).
 
     The library is checked against the digest its stamp recorded when it was built, and
     built again when it differs; :func:`load` (and :func:`load_inline`) also load it
@@ -163,7 +168,7 @@ def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ld
     PermissionError when the cache or ``build_directory`` is not private (:func:`cache_dir`)."""
     path, _ = _build(name, sources, extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
                      extra_ldflags=extra_ldflags, include_dirs=include_dirs, build_directory=build_directory,
-                     verbose=verbose)
+                     verbose=verbose, export_tvm_ffi=export_tvm_ffi)
     if stub is not None:
         from .stubs import write_stub
 
@@ -196,8 +201,14 @@ def load_cdll(name: str, sources, **build_options):
 
 
 def _build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ldflags=(), include_dirs=(),
-           build_directory=None, verbose: bool = False) -> tuple[str, str]:
+           build_directory=None, verbose: bool = False, export_tvm_ffi: bool = False) -> tuple[str, str]:
     """:func:`build`'s work: the library's path and the sha256 its stamp records."""
+    if export_tvm_ffi:
+        from .tvm_ffi.export import build_with_exports
+
+        return build_with_exports(name, sources, lambda with_exports: _build(
+            name, with_exports, extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
+            extra_ldflags=extra_ldflags, include_dirs=include_dirs, build_directory=build_directory, verbose=verbose))
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ValueError(f"build() argument 'name': expected an identifier, got {name!r}")
     sources = [Path(s) for s in ([sources] if isinstance(sources, (str, os.PathLike)) else sources)]
@@ -350,7 +361,8 @@ def _parameter_names(source: str, func: str) -> list[str] | None:
 
 def load_inline(name: str, cpp_sources, functions=None, *, cuda_sources=None, extra_cflags=(),
                 extra_cuda_cflags=(), extra_ldflags=(), include_dirs=(), build_directory=None,
-                verbose: bool = False, release_gil: bool = True, compat: str | None = None) -> Module:
+                verbose: bool = False, release_gil: bool = True, compat: str | None = None,
+                export_tvm_ffi: bool = False) -> Module:
     """Compile C++ source text (and optional CUDA source text) and load it as a
     :class:`tensorplug.Module`.
 
@@ -367,6 +379,9 @@ def load_inline(name: str, cpp_sources, functions=None, *, cuda_sources=None, ex
     unchanged: the compatibility headers are on the include path, the sources get the
     includes that loader adds (tvm/ffi tensor, dtype, error, env and function headers),
     and ``functions`` may also be a mapping of names to docstrings (docstrings ignored).
+
+    ``export_tvm_ffi=True`` also exports the functions in apache tvm-ffi's calling convention
+    (:func:`build`); ``Module.path`` is then the library ``tvm_ffi.load_module`` opens.
     """
     if compat is not None and compat not in _COMPAT:
         raise ValueError(f"load_inline() argument 'compat': expected one of {sorted(_COMPAT)} or None, got {compat!r}")
@@ -408,7 +423,7 @@ def load_inline(name: str, cpp_sources, functions=None, *, cuda_sources=None, ex
         paths.append(cu)
     return load(name, paths, extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
                 extra_ldflags=extra_ldflags, include_dirs=include_dirs, build_directory=build_directory,
-                verbose=verbose, release_gil=release_gil)
+                verbose=verbose, release_gil=release_gil, export_tvm_ffi=export_tvm_ffi)
 
 
 def _write_if_changed(path: Path, text: str) -> None:

@@ -485,4 +485,18 @@ MUTATIONS = [
              ("tests/core/test_plan_invoke.py", "-k", "overlap"),
              "TPPlanInvoke without TPPlanPrepare takes every written view as compact: a view whose elements "
              "share memory reaches the kernel"),
+    # ---- issue 42 item 7: tensorplug libraries exporting tvm-ffi's calling convention ----------
+    Mutation("tvm-ffi-export-error-kind-lost", "core/tensorplug/tvm_ffi/export.cc",
+             "  return Raise(kind, message);", '  return Raise("RuntimeError", message);',
+             ("tests/tvm_ffi/test_tvm_ffi_export.py", "-k", "errors_keep"),
+             "a tensorplug kernel's ValueError reaches tvm-ffi's caller as RuntimeError"),
+    Mutation("tvm-ffi-export-allocator-unbound", "core/tensorplug/tvm_ffi/export.cc",
+             "  if (DLPackManagedTensorAllocator alloc = get_allocator ? get_allocator() : nullptr) {",
+             "  if (DLPackManagedTensorAllocator alloc = nullptr) {",
+             ("tests/tvm_ffi/test_tvm_ffi_export.py", "-k", "allocator_is_bound"),
+             "FromEnvAlloc in a kernel called through tvm-ffi ignores the caller's allocator (torch's)"),
+    Mutation("tvm-ffi-export-names-not-rechecked", "core/tensorplug/tvm_ffi/export.py",
+             "        names = sorted(facts.functions)", "        pass",
+             ("tests/tvm_ffi/test_tvm_ffi_export.py", "-k", "another_way"),
+             "a library exporting its functions through a macro of its own gets tvm-ffi entries for wrong names"),
 ]
