@@ -240,3 +240,13 @@ def test_load_cdll_opens_a_plain_library_verified(tmp_path):
     assert lib.loaded_from.startswith("/proc/self/fd/")
     with pytest.raises(TypeError, match="load.. got an unexpected keyword argument 'stub'"):
         cpp.load("plain_cdll", [src], stub=tmp_path / "x.pyi")
+
+
+def test_load_options_are_keywords_and_name_and_sources_may_be_keywords(tmp_path):
+    src = _one_source(tmp_path / "kw_load.cc", "one")
+    assert cpp.load(name="kw_load", sources=[src], build_directory=tmp_path / "out").one() == 1
+    with pytest.raises(TypeError):
+        cpp.load("kw_load", [src], False)  # release_gil by position
+    assert cpp.load_inline(name="kw_inline", cpp_sources="int64_t one() { return 1; }", functions=["one"]).one() == 1
+    with pytest.raises(TypeError):
+        cpp.load_inline("kw_inline", "int64_t one() { return 1; }", ["one"], None)  # cuda_sources by position
