@@ -2,7 +2,7 @@
 (issue 42 item 6; benchmarks/README.md, "A tvm-ffi binary through tensorplug").
 
     python benchmarks/bench_tvm_ffi_binary.py [--calls N] [--repeat N] [--loop N] [--json PATH]
-    python benchmarks/bench_tvm_ffi_binary.py --callgrind [--calls N]
+    python benchmarks/bench_tvm_ffi_binary.py --callgrind [--calls N] [--compare-bridge OLD.cc] [--keep DIR]
 
 The library is built once by ``tvm_ffi.cpp.build_inline`` (with tvm-ffi's metadata) and loaded
 twice, unchanged: by ``tvm_ffi.load_module`` and by ``tensorplug.load_module``. Rows:
@@ -19,7 +19,11 @@ twice, unchanged: by ``tvm_ffi.load_module`` and by ``tensorplug.load_module``. 
 
 ``--callgrind`` runs each side of the eager numpy/torch ``one_tensor`` rows and the jax in-jit
 loop rows under ``valgrind --tool=callgrind`` with instrumentation on only around the
-measured calls (benchmarks/profile_call.py's helper) and prints instructions per call.
+measured calls (benchmarks/profile_call.py's helper) and prints instructions per call; for the
+jax rows also without XLA's Eigen pool spinning (counted by callgrind, and different from one
+process to the next). ``--compare-bridge OLD.cc`` runs each tensorplug row again with the
+tvm-ffi bridge built from ``OLD.cc`` (an older ``core/tensorplug/tvm_ffi/bridge.cc``), right
+after the installed one's; ``--keep DIR`` keeps the dumps for ``callgrind_annotate``.
 """
 
 from __future__ import annotations
