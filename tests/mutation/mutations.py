@@ -468,6 +468,11 @@ MUTATIONS = [
              '    return getattr(type(kernels), "read_only_flag", True)', "    return True",
              ("tests/tvm_ffi/test_tvm_ffi_conformance.py", "-k", "kernel_sees_the_layout and jax-contiguous"),
              "the kit compares the read-only field of a library whose describe() cannot know it (tvm-ffi's)"),
+    Mutation("kit-tvm-ffi-list-names-undeclared", "core/tensorplug/testing/tvm_ffi_kernels.py",
+             "build(directory), signatures=SIGNATURES, writes=WRITES)", "build(directory), writes=WRITES)",
+             ("tests/tvm_ffi/test_tvm_ffi_conformance.py", "-k", "TestLists and numpy and (bad or memory)"),
+             "the kit's list kernels of the tvm-ffi library keep tvm-ffi's parameter names (arg0): the checks of "
+             "messages naming 'xs' fail for tvm-ffi binaries"),
     # ---- issue 45 item 6: jax 0.6.2 reads a transposed DLPack tensor in memory order ---------
     Mutation("jax-transposed-result-not-copied", "plugins/tensorplug_adapters/jax/__init__.py",
              "    return dlpack_strides.compact_on_host(jax, tensor)", "    return jax.numpy.from_dlpack(tensor)",

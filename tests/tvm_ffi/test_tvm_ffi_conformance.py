@@ -2,11 +2,11 @@
 
 The kit's kernels written in tvm-ffi's source form (core/tensorplug/testing/kernels_tvm_ffi.cc)
 are built by the real ``tvm_ffi.cpp.build_inline`` and loaded unchanged by tensorplug; the kit's
-function checks (exchange, dtypes, layouts, read-only, stream, allocator, output, errors, mixed)
-then run on them over every installed adapter, as they run on kernels.cc in
+function checks (exchange, dtypes, layouts, read-only, stream, allocator, output, errors, mixed,
+lists, ints) then run on them over every installed adapter, as they run on kernels.cc in
 tests/kit/test_conformance.py. This module's ``tensorplug_kernels`` fixture does what the kit's
-option ``--tensorplug-kernels=tvm-ffi`` does, building into a temporary directory. The capabilities
-of tensorplug's own declarations (lists, ints, compiler, gradients) stay with kernels.cc.
+option ``--tensorplug-kernels=tvm-ffi`` does, building into a temporary directory. The
+capabilities of tensorplug's own declarations (compiler, gradients) stay with kernels.cc.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ pytest.importorskip("tvm_ffi", reason="apache-tvm-ffi not installed (pip install
 
 from tensorplug.testing import tvm_ffi_kernels  # noqa: E402
 from tensorplug.testing.conformance import (TestAllocator, TestDtypes, TestErrors, TestExchange,  # noqa: E402,F401
-                                            TestLayouts, TestMixed, TestOutput, TestReadOnly, TestStream)
+                                            TestInts, TestLayouts, TestLists, TestMixed, TestOutput, TestReadOnly,
+                                            TestStream)
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,8 @@
 // that keep their kind and message.
 //
 // What tvm-ffi cannot express is left out (tensorplug.testing.tvm_ffi_kernels.LACKS says why):
-// a read-only flag (is_read_only; describe() reports 0), a CPU stream (stream_of), and the
-// kit's list and int-array kernels (one list form each; not ported).
+// a read-only flag (is_read_only; describe() reports 0) and a CPU stream (stream_of). Lists
+// have one form here (ffi::Array), so the kit's two list forms are one function twice.
 //
 // Kernels that read or write elements run on host memory only and honour any strides; the
 // others never touch the data.
@@ -17,6 +17,7 @@
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/container/tuple.h>
 #include <tvm/ffi/error.h>
+#include <tvm/ffi/optional.h>
 #include <tvm/ffi/extra/c_env_api.h>
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/string.h>
@@ -24,6 +25,7 @@
 #include <cmath>
 #include <complex>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -429,6 +431,91 @@ void RaiseAfterAlloc(ffi::TensorView x, ffi::String message) {
   throw ffi::Error("ValueError", std::string(message.data(), message.size()), "");
 }
 
+// ------------------------------------------------------------ list kernels ----
+// tvm-ffi has one list form, ffi::Array<ffi::Tensor>: vector_count is list_count again.
+
+// describe() of every item, joined by ';' ("" for an empty list).
+ffi::String ListDescribe(ffi::Array<ffi::Tensor> xs) {
+  std::string out;
+  for (size_t i = 0; i < xs.size(); ++i) out += (i == 0 ? "" : ";") + std::string(Describe(xs[i]));
+  return ffi::String(out);
+}
+
+// The sum of the real parts of every item (any strides).
+double ListSum(ffi::Array<ffi::Tensor> xs) {
+  double total = 0;
+  for (const ffi::Tensor& x : xs) total += StridedSum(x);
+  return total;
+}
+
+// item + 1 for every item, each a new tensor from the caller's allocator: a list result.
+ffi::Array<ffi::Tensor> ListAddOne(ffi::Array<ffi::Tensor> xs) {
+  std::vector<ffi::Tensor> out;
+  for (const ffi::Tensor& x : xs) out.push_back(AddOne(x));
+  return ffi::Array<ffi::Tensor>(out.begin(), out.end());
+}
+
+// Every item filled with `value`, in place (loaded with writes={"list_fill": [0]}).
+void ListFill(ffi::Array<ffi::Tensor> xs, double value) {
+  for (const ffi::Tensor& x : xs) CheckHost(x, "list_fill");
+  for (const ffi::Tensor& x : xs) Fill(x, value);
+}
+
+// x + every item of xs (same shape and dtype): the primary argument may sit in the list.
+ffi::Tensor AddList(ffi::Array<ffi::Tensor> xs, ffi::TensorView x) {
+  if (xs.empty()) return AddOne(x);
+  ffi::Tensor out = Add(x, xs[0]);
+  for (size_t i = 1; i < xs.size(); ++i) out = Add(out, xs[i]);
+  return out;
+}
+
+// (a new tensor like the last item from the caller's allocator, the stream of its device).
+ffi::Tuple<ffi::Tensor, int64_t> ListAllocLast(ffi::Array<ffi::Tensor> xs) {
+  TVM_FFI_CHECK(!xs.empty(), ValueError) << "list_alloc_last: empty list";
+  ffi::TensorView last = xs[xs.size() - 1];
+  return ffi::Tuple<ffi::Tensor, int64_t>(AllocLike(last), StreamOf(last));
+}
+
+// Host memory from malloc, not from any framework.
+struct MallocAlloc {
+  void AllocData(DLTensor* t) {
+    size_t bytes = (t->dtype.bits * t->dtype.lanes + 7) / 8;
+    for (int32_t i = 0; i < t->ndim; ++i) bytes *= size_t(t->shape[i]);
+    t->data = bytes ? std::malloc(bytes) : nullptr;
+  }
+  void FreeData(DLTensor* t) { std::free(t->data); }
+};
+
+// float32 [0, 1, ..., n-1] for every n of `lengths`, in malloc'd memory: a list result.
+ffi::Array<ffi::Tensor> ListArange(ffi::Array<int64_t> lengths) {
+  std::vector<ffi::Tensor> out;
+  for (int64_t n : lengths) {
+    TVM_FFI_CHECK(n >= 0, ValueError) << "list_arange: lengths must be >= 0, got " << n;
+    ffi::Tensor t = ffi::Tensor::FromNDAlloc(MallocAlloc{}, {n}, DLDataType{kDLFloat, 32, 1}, DLDevice{kDLCPU, 0});
+    float* data = static_cast<float*>(t.data_ptr());
+    for (int64_t i = 0; i < n; ++i) data[i] = static_cast<float>(i);
+    out.push_back(t);
+  }
+  return ffi::Array<ffi::Tensor>(out.begin(), out.end());
+}
+
+// The number of items, -1 for None.
+int64_t ListCount(ffi::Optional<ffi::Array<ffi::Tensor>> xs) {
+  return xs.has_value() ? int64_t(xs.value().size()) : -1;
+}
+
+// ------------------------------------------------------- int-array kernels ----
+
+// The ints back as a list of ints.
+ffi::Array<int64_t> EchoInts(ffi::Array<int64_t> values) { return values; }
+
+// "1,2,3" ("" for an empty array, "none" for None).
+ffi::String JoinInts(ffi::Optional<ffi::Array<int64_t>> values) {
+  if (!values.has_value()) return ffi::String("none");
+  std::vector<int64_t> items(values.value().begin(), values.value().end());
+  return ffi::String(Join(items.data(), int64_t(items.size())));
+}
+
 }  // namespace
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(identity, Identity);
@@ -448,3 +535,15 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(stream_of, StreamOf);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(alloc_on, AllocOn);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(raise_error, Raise);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(raise_after_alloc, RaiseAfterAlloc);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(list_describe, ListDescribe);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(list_sum, ListSum);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(list_add_one, ListAddOne);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(list_fill, ListFill);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(add_list, AddList);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(list_alloc_last, ListAllocLast);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(list_arange, ListArange);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(list_count, ListCount);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(vector_count, ListCount);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(echo_ints, EchoInts);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(join_ints, JoinInts);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(join_vector, JoinInts);

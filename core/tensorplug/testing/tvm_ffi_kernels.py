@@ -21,19 +21,24 @@ __all__ = ["LACKS", "SOURCE", "WRITES", "KernelLibrary", "build", "load"]
 SOURCE = Path(__file__).with_name("kernels_tvm_ffi.cc")
 
 # tvm-ffi does not record which tensors a function writes: declared here, as a user does.
-WRITES = {"fill": [0]}
+WRITES = {"fill": [0], "list_fill": [0]}
 
-_LISTS = ("tvm-ffi's lists are ffi::Array<ffi::Tensor> only, one form where the kit checks two (TensorViewList "
-          "and std::vector); the list kernels are not written in tvm-ffi's form")
-_INTS = "the kit's int-array kernels are not written in tvm-ffi's form (its lists are checked through tensorplug's)"
+# tvm-ffi's metadata names parameters arg0, arg1, ...; the list and int-array kernels are
+# declared with the names kernels.cc gives them, as a user may, so that the kit's checks of
+# messages naming the argument ("argument 1 'xs' item 1: ...") hold for both libraries.
+SIGNATURES = {
+    "list_describe": "xs:views->str", "list_sum": "xs:views->float", "list_add_one": "xs:views->list",
+    "list_fill": "xs:views;value:float->void", "add_list": "xs:views;x:view->tensor",
+    "list_alloc_last": "xs:views->tuple", "list_arange": "lengths:ints->list", "list_count": "xs:?views->int",
+    "vector_count": "xs:?views->int", "echo_ints": "values:ints->ints", "join_ints": "values:?ints->str",
+    "join_vector": "values:?ints->str",
+}
+
 # The kit's kernels the tvm-ffi library has not, and why.
 LACKS = {
     "is_read_only": "tvm-ffi's TensorView has no read-only flag (a written parameter is refused read-only memory by "
                     "tensorplug before the call, which the kit checks through fill)",
     "stream_of": "tvm-ffi keeps no CPU stream: the bridge binds the caller's stream on CUDA-like devices only",
-    **dict.fromkeys(("list_describe", "list_sum", "list_add_one", "list_fill", "add_list", "list_alloc_last",
-                     "list_arange", "list_count", "vector_count"), _LISTS),
-    **dict.fromkeys(("echo_ints", "join_ints", "join_vector"), _INTS),
 }
 
 
@@ -77,5 +82,5 @@ def load(directory=None) -> KernelLibrary:
     """The kit's tvm-ffi library (see :func:`build`), loaded by tensorplug.load_module."""
     import tensorplug
 
-    module = tensorplug.load_module(build(directory), writes=WRITES)
+    module = tensorplug.load_module(build(directory), signatures=SIGNATURES, writes=WRITES)
     return KernelLibrary(module, "tvm-ffi", LACKS)
