@@ -13,6 +13,8 @@
 //
 // Kernels that read or write elements run on host memory only and honour any strides; the
 // others never touch the data.
+// Over 500 lines: one idea, kernels.cc's library in the other ABI's form, kept one file as
+// kernels.cc is, so that the two read side by side (and tvm-ffi builds one source).
 #include <tvm/ffi/container/array.h>
 #include <tvm/ffi/container/tensor.h>
 #include <tvm/ffi/container/tuple.h>
