@@ -301,6 +301,28 @@ ffi::String Greet(ffi::String name) { return "hello " + std::string(name); }
 int64_t StreamOf(ffi::TensorView x) {
   return reinterpret_cast<int64_t>(TVMFFIEnvGetStream(x.device().device_type, x.device().device_id));
 }
+// One allocation returned twice (held twice: not handed back as the caller's own tensor).
+ffi::Array<ffi::Tensor> Twice(ffi::TensorView x) {
+  ffi::Tensor y = ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, x.shape(), x.dtype(), x.device());
+  const float* in = static_cast<const float*>(x.data_ptr());
+  for (int64_t i = 0; i < x.numel(); ++i) static_cast<float*>(y.data_ptr())[i] = 2 * in[i];
+  return {y, y};
+}
+// A scratch allocation dropped during the call, one kept past it (dropped by the next call or
+// by release_kept), and the result.
+ffi::Tensor g_kept;
+ffi::Tensor KeepAndNegate(ffi::TensorView x) {
+  ffi::Tensor scratch = ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, x.shape(), x.dtype(), x.device());
+  g_kept = ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, x.shape(), x.dtype(), x.device());
+  ffi::Tensor y = ffi::Tensor::FromEnvAlloc(TVMFFIEnvTensorAlloc, x.shape(), x.dtype(), x.device());
+  const float* in = static_cast<const float*>(x.data_ptr());
+  for (int64_t i = 0; i < x.numel(); ++i) static_cast<float*>(y.data_ptr())[i] = -in[i];
+  return y;
+}
+void ReleaseKept() { g_kept = ffi::Tensor(); }
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(twice, Twice);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(keep_and_negate, KeepAndNegate);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(release_kept, ReleaseKept);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(identity, Identity);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(fill, Fill);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(product, Product);
@@ -335,6 +357,53 @@ def test_owning_tensors_shapes_optionals_and_strings(extras, fw):
     assert extras.or_minus_one(None) == -1 and extras.or_minus_one(7) == 7
     assert extras.shape_of(fw.from_numpy(np.zeros((2, 3), np.float32))) == [2, 3]
     assert extras.greet("tensorplug") == "hello tensorplug"
+
+
+def test_allocations_held_twice_kept_or_dropped_in_the_call(extras, fw):
+    """The bridge hands back the caller's own tensor only for an allocation the result alone
+    holds; one held twice, one a kernel keeps past the call (dropped by a later call) and a
+    scratch one dropped in the call are tvm-ffi's to free, each exactly once."""
+    data = np.arange(6, dtype=np.float32)
+    a, b = extras.twice(fw.from_numpy(data))
+    np.testing.assert_array_equal(fw.to_numpy(a), 2 * data)
+    np.testing.assert_array_equal(fw.to_numpy(b), 2 * data)
+    try:
+        results = [extras.keep_and_negate(fw.from_numpy(data + k)) for k in range(50)]
+    finally:
+        extras.release_kept()
+    assert all(type(r) is fw.output_type() for r in results)
+    for k, r in enumerate(results):
+        np.testing.assert_array_equal(fw.to_numpy(r), -(data + k))
+
+
+def test_allocating_calls_from_several_threads(mod, extras):
+    """Each thread's allocations are its own (the bridge keeps them per thread, and a thread
+    that ends frees what it kept), and tvm-ffi's environment is restored on each thread."""
+    import threading
+
+    lib = ctypes.CDLL(str(Path(tvm_ffi.__file__).parent / "lib" / "libtvm_ffi.so"))
+    lib.TVMFFIEnvGetDLPackManagedTensorAllocator.restype = ctypes.c_void_p
+    failures = []
+
+    def work(k):
+        try:
+            data = np.full(9, k, np.float32)
+            for _ in range(200):
+                result = mod.square(data)
+                assert type(result) is np.ndarray
+                np.testing.assert_array_equal(result, data * data)
+                _, second = extras.twice(data)
+                np.testing.assert_array_equal(second, 2 * data)
+            assert lib.TVMFFIEnvGetDLPackManagedTensorAllocator() is None  # none bound in a new thread
+        except BaseException as exc:  # noqa: BLE001  (reported by the main thread)
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
 
 
 def test_the_kernel_sees_no_stream_on_the_cpu(extras):
