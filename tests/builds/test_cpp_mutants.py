@@ -142,7 +142,7 @@ def test_a_build_directory_in_the_cache_is_private(tmp_path, monkeypatch):
     assert out.parent == tmp_path / "cache" and out.stat().st_mode & 0o777 == 0o700
 
 
-def test_a_cpp_function_keeps_its_parameter_names_beside_cuda_sources(tmp_path):
+def test_a_cpp_function_keeps_its_parameter_names_beside_cuda_sources(tmp_path, tmp_cache):
     import shutil
 
     if shutil.which("nvcc") is None:
@@ -155,12 +155,19 @@ def test_a_cpp_function_keeps_its_parameter_names_beside_cuda_sources(tmp_path):
     assert m.same.signature_text == "n:int->int" and m.same(n=3) == 3
 
 
+@pytest.fixture
+def tmp_cache(tmp_path, monkeypatch):
+    """load_inline writes its sources under the cache: a new one per test, inside tmp_path."""
+    monkeypatch.setenv("TENSORPLUG_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
 def _one_source(path: Path, name: str) -> Path:
     path.write_text(f"#include <tensorplug/tensorplug.h>\nint64_t {name}() {{ return 1; }}\nTENSORPLUG_EXPORT({name}, {name});\n")
     return path
 
 
-def test_nothing_is_printed_unless_verbose(tmp_path, capsys):
+def test_nothing_is_printed_unless_verbose(tmp_path, capsys, tmp_cache):
     # build(), load() and load_inline() each compile here (new build directories): "verbose prints the commands"
     cpp.build("quiet_build", [_one_source(tmp_path / "quiet_build.cc", "one")], build_directory=tmp_path / "b")
     assert cpp.load("quiet_load", [_one_source(tmp_path / "quiet_load.cc", "one")],
@@ -173,14 +180,14 @@ def test_nothing_is_printed_unless_verbose(tmp_path, capsys):
     assert "loud_build.cc" in capsys.readouterr().out
 
 
-def test_parameter_names_are_read_whatever_the_types_are_called():
+def test_parameter_names_are_read_whatever_the_types_are_called(tmp_cache):
     # a type whose name sorts after "void" (the empty-parameter-list check compares the text with it)
     m = cpp.load_inline("zint_params", "using zint = int64_t;\nint64_t same(zint n, zint w) { return n - w; }",
                         functions=["same"])
     assert m.same.signature_text == "n:int;w:int->int" and m.same(w=1, n=3) == 2
 
 
-def test_parameter_names_are_read_past_defaults_with_brackets_and_commas():
+def test_parameter_names_are_read_past_defaults_with_brackets_and_commas(tmp_cache):
     # load_inline passes the names only: a C++ default stays C++'s, the binding's signature has none
     source = ("constexpr int64_t add(int64_t a, int64_t b) { return a + b; }\n"
               "int64_t pick(int64_t n = add(1, 2), int64_t k = sizeof(int[2]), int64_t t = static_cast<int64_t>(4))"
@@ -190,7 +197,7 @@ def test_parameter_names_are_read_past_defaults_with_brackets_and_commas():
     assert m.pick(t=3, k=2, n=1) == 123
 
 
-def test_compat_load_inline_takes_one_function_name_or_none():
+def test_compat_load_inline_takes_one_function_name_or_none(tmp_cache):
     one = cpp.load_inline("compat_one_name", "int64_t answer() { return 42; }", functions="answer", compat="tvm_ffi")
     assert one.functions == ("answer",) and one.answer() == 42
     # without functions the sources export their functions themselves
@@ -242,7 +249,7 @@ def test_load_cdll_opens_a_plain_library_verified(tmp_path):
         cpp.load("plain_cdll", [src], stub=tmp_path / "x.pyi")
 
 
-def test_load_options_are_keywords_and_name_and_sources_may_be_keywords(tmp_path):
+def test_load_options_are_keywords_and_name_and_sources_may_be_keywords(tmp_path, tmp_cache):
     src = _one_source(tmp_path / "kw_load.cc", "one")
     assert cpp.load(name="kw_load", sources=[src], build_directory=tmp_path / "out").one() == 1
     with pytest.raises(TypeError):
