@@ -68,7 +68,8 @@ bool HintIs(const Wrapped& w, int32_t i, char hint) {
 // native kernel and XLA's handler take their own tensors back by identity. So tvm-ffi gets a
 // proxy of each allocation; a result tensor that is one of this call's proxies, held by no one
 // but the result, is handed back as the framework's own tensor (the proxy, "claimed", then
-// frees only itself when tvm-ffi drops it).
+// frees only itself when tvm-ffi drops it). A lent tensor (XLA's result buffer inside
+// jax.jit) needs no proxy: tvm-ffi gets it as it is, and the call records it to find it again.
 //
 // A proxy is linked into its thread's list of live proxies while the call that made it runs
 // (the list is a stack: calls nest, a kernel calling a kernel), so the call finds its own
@@ -91,11 +92,16 @@ struct Proxy {
 // destructor also costs a guard check and an init call per use (they were half the TLS cost
 // of a call). Its pooled proxies are freed at thread exit by PoolReaper, armed the first time
 // the thread's pool gets one.
+constexpr int kLentKept = 8;
 struct ThreadState {
   Proxy* live;       // the live proxies of this thread's running calls, newest first
   Proxy* free_list;  // freed proxies kept for reuse: a warm call allocates none of its own
   int free_count;    // kKeptProxies once the thread's pool was freed (thread exit): no more kept
   bool reaper_armed;
+  // Lent tensors (XLA's result buffers, TPLentTensorDeleter) tvm-ffi got as they are in the
+  // running calls, a stack like `live`; a claimed one is set to nullptr.
+  int32_t lent_count;
+  DLManagedTensorVersioned* lent[kLentKept];
 };
 thread_local ThreadState t_state;
 constexpr int kKeptProxies = 16;
@@ -170,6 +176,13 @@ int EnvAlloc(DLTensor* prototype, DLManagedTensorVersioned** out, void* error_ct
   }
   ThreadState* state = &t_state;
   asm("" : "+r"(state));  // one TLS lookup: keep the address, not recompute it after TakeProxy's call
+  if (allocated->deleter == TPLentTensorDeleter && state->lent_count < kLentKept) {
+    // A lent tensor needs no proxy: its deleter frees nothing and its lender keeps it for the
+    // life of the process (c_api.h), so tvm-ffi may hold it, and drop it, as it is.
+    state->lent[state->lent_count++] = allocated;
+    *out = allocated;
+    return 0;
+  }
   Proxy* proxy = TakeProxy(*state);
   if (proxy == nullptr) {
     if (allocated->deleter) allocated->deleter(allocated);
@@ -193,22 +206,33 @@ struct Frame {
   const Wrapped& w;
   ThreadState& state;
   Proxy* outer;  // the live list's head when the call began: the call's proxies are those before it
+  int32_t lent_mark;  // state.lent[lent_mark:] are the call's lent tensors
 };
+
+bool SameTensor(const DLTensor& a, const DLTensor& t) {
+  if (a.data != t.data || a.byte_offset != t.byte_offset || a.ndim != t.ndim) return false;
+  if (a.shape == t.shape) return true;  // tvm-ffi's tensor object shares the managed tensor's shape
+  for (int32_t d = 0; d < a.ndim; ++d) {
+    if (a.shape[d] != t.shape[d]) return false;
+  }
+  return true;
+}
 
 // The caller's framework's own tensor for the tvm-ffi tensor `obj`, when it is this call's
 // allocation and nothing else holds it; else nullptr.
 DLManagedTensorVersioned* ClaimAllocation(const Frame& frame, TVMFFIObject* obj, bool sole) {
   if (!sole || (obj->combined_ref_count & 0xFFFFFFFFu) != 1) return nullptr;
   const DLTensor* t = TVMFFITensorGetDLTensorPtr(obj);
-  for (Proxy* proxy = frame.state.live; proxy != frame.outer; proxy = proxy->next) {
-    const DLTensor& a = proxy->managed.dl_tensor;
-    if (proxy->claimed || proxy->state.load(std::memory_order_relaxed) != kLinked || a.data != t->data ||
-        a.byte_offset != t->byte_offset || a.ndim != t->ndim) {
-      continue;
+  for (int32_t i = frame.lent_mark; i < frame.state.lent_count; ++i) {
+    DLManagedTensorVersioned* lent = frame.state.lent[i];
+    if (lent != nullptr && SameTensor(lent->dl_tensor, *t)) {
+      frame.state.lent[i] = nullptr;
+      return lent;
     }
-    int32_t d = 0;
-    while (d < a.ndim && a.shape[d] == t->shape[d]) ++d;
-    if (d == a.ndim) {
+  }
+  for (Proxy* proxy = frame.state.live; proxy != frame.outer; proxy = proxy->next) {
+    if (!proxy->claimed && proxy->state.load(std::memory_order_relaxed) == kLinked &&
+        SameTensor(proxy->managed.dl_tensor, *t)) {
       proxy->claimed = true;
       return proxy->allocated;
     }
@@ -531,11 +555,12 @@ inline __attribute__((always_inline)) int CallUnguarded(const Wrapped& w, const 
   }
 
   ThreadState& state = t_state;
-  Frame frame{w, state, state.live};
+  Frame frame{w, state, state.live, state.lent_count};
   struct Unlink {  // also when a conversion below throws
     const Frame& frame;
     ~Unlink() {
       if (frame.state.live != frame.outer) UnlinkProxies(frame.state, frame.outer);
+      frame.state.lent_count = frame.lent_mark;
     }
   } unlink{frame};
   DLPackManagedTensorAllocator previous = nullptr;
