@@ -21,7 +21,8 @@ twice, unchanged: by ``tvm_ffi.load_module`` and by ``tensorplug.load_module``. 
 loop rows under ``valgrind --tool=callgrind`` with instrumentation on only around the
 measured calls (benchmarks/profile_call.py's helper) and prints instructions per call; for the
 jax rows also without XLA's Eigen pool spinning (counted by callgrind, and different from one
-process to the next). ``--compare-bridge OLD.cc`` runs each tensorplug row again with the
+process to the next), and those of one iteration of the loop's body alone (the op without the
+program's dispatch: the count that repeats from run to run). ``--compare-bridge OLD.cc`` runs each tensorplug row again with the
 tvm-ffi bridge built from ``OLD.cc`` (an older ``core/tensorplug/tvm_ffi/bridge.cc``), right
 after the installed one's; ``--keep DIR`` keeps the dumps for ``callgrind_annotate``.
 """
@@ -240,16 +241,32 @@ def callgrind_inner(args) -> int:
 SPIN = re.compile(r"Eigen::(ThreadPoolTempl|RunQueue|EventCount)|tsl::thread::EigenEnvironment")
 
 
-def spin_instructions(dump: Path) -> int:
-    """Instructions of the functions SPIN matches in a callgrind dump (callgrind_annotate)."""
-    proc = subprocess.run(["callgrind_annotate", "--inclusive=no", "--threshold=100", str(dump)],
-                          capture_output=True, text=True, check=True)
-    total = 0
+# One iteration of the jitted fori_loop: XLA's sequential executor of the loop body (callgrind
+# marks the nested call of ThunkExecutor::ExecuteSequential with '2). Its count is the op's
+# cost alone, without the program's dispatch, and repeats from run to run.
+LOOP_BODY = re.compile(r"ThunkExecutor::ExecuteSequential\(.*\)'2 ")
+
+
+def annotated(dump: Path, inclusive: bool) -> list[tuple[int, str]]:
+    """(instructions, function) rows of callgrind_annotate on a dump."""
+    proc = subprocess.run(["callgrind_annotate", f"--inclusive={'yes' if inclusive else 'no'}", "--threshold=100",
+                           str(dump)], capture_output=True, text=True, check=True)
+    rows = []
     for line in proc.stdout.splitlines():
         m = re.match(r"\s*([\d,]+) ", line)
-        if m and SPIN.search(line) and "PROGRAM TOTALS" not in line:
-            total += int(m.group(1).replace(",", ""))
-    return total
+        if m and "PROGRAM TOTALS" not in line:
+            rows.append((int(m.group(1).replace(",", "")), line))
+    return rows
+
+
+def spin_instructions(dump: Path) -> int:
+    """Instructions of the functions SPIN matches in a callgrind dump."""
+    return sum(n for n, line in annotated(dump, False) if SPIN.search(line))
+
+
+def loop_body_instructions(dump: Path) -> int:
+    """Instructions of the jitted loop's body (LOOP_BODY, inclusive) in a callgrind dump."""
+    return sum(n for n, line in annotated(dump, True) if LOOP_BODY.search(line))
 
 
 def callgrind_outer(args) -> list[dict]:
@@ -275,14 +292,15 @@ def callgrind_outer(args) -> list[dict]:
                    "--calls", str(calls), "--loop", str(args.loop), *(["--bridge", bridge] if bridge else [])]
             subprocess.run(cmd, check=True, capture_output=True, env=dict(os.environ, PYTHONHASHSEED="0"))
             dumps = sorted(Path(tmp).glob("callgrind.out*"))
-            total, spin = 0, 0
+            total, spin, body = 0, 0, 0
             for dump in dumps:
                 for line in dump.read_text(errors="replace").splitlines():
                     if line.startswith("totals:") or line.startswith("summary:"):
                         count = int(line.split()[1])
                         if count > total:
                             total = count
-                            spin = spin_instructions(dump) if fw == "jax" else 0
+                            if fw == "jax":
+                                spin, body = spin_instructions(dump), loop_body_instructions(dump)
                 if args.keep:  # for callgrind_annotate's per-function counts
                     Path(args.keep).mkdir(parents=True, exist_ok=True)
                     name = re.sub(r"[^\w.-]+", "_", f"{fw}-{label}").strip("_")
@@ -294,7 +312,9 @@ def callgrind_outer(args) -> list[dict]:
             text = f"{fw:6} {label:48} {total / n:8.0f} instructions per call"
             if fw == "jax":
                 row["without_spin"] = round((total - spin) / n)
-                text += f", {(total - spin) / n:6.0f} without the Eigen pool's spinning"
+                row["loop_body"] = round(body / n)
+                text += (f", {(total - spin) / n:6.0f} without the Eigen pool's spinning, {body / n:6.0f} in the "
+                         "loop's body")
             rows.append(row)
             print(text, flush=True)
     return rows
