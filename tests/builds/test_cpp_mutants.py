@@ -257,3 +257,18 @@ def test_load_options_are_keywords_and_name_and_sources_may_be_keywords(tmp_path
     assert cpp.load_inline(name="kw_inline", cpp_sources="int64_t one() { return 1; }", functions=["one"]).one() == 1
     with pytest.raises(TypeError):
         cpp.load_inline("kw_inline", "int64_t one() { return 1; }", ["one"], None)  # cuda_sources by position
+
+
+def test_tvm_ffi_functions_are_exported_only_when_asked(tmp_path, tmp_cache):
+    # export_tvm_ffi defaults to False in build() and load_inline(); read from the symbol table
+    from tensorplug.tvm_ffi import exported_functions
+
+    plain = cpp.build("tvm_ffi_plain", [_one_source(tmp_path / "tvm_ffi_plain.cc", "one")],
+                      build_directory=tmp_path / "plain")
+    assert exported_functions(plain) == ((), ("one",))
+    inline = cpp.load_inline("tvm_ffi_inline", "int64_t one() { return 1; }", functions=["one"],
+                             build_directory=tmp_path / "inline")
+    assert exported_functions(inline.path) == ((), ("one",))
+    asked = cpp.load_inline("tvm_ffi_asked", "int64_t one() { return 1; }", functions=["one"],
+                            build_directory=tmp_path / "asked", export_tvm_ffi=True)
+    assert exported_functions(asked.path) == (("one",), ("one",)) and asked.one() == 1
