@@ -402,11 +402,11 @@ MUTATIONS = [
              ("tests/jax/test_grad_jax.py", "-k", "float64_for_float32 and eager"),
              "eager jax.grad converts a float64 gradient of a float32 input to float32 without an error"),
     Mutation("torch-native-allocator-not-restored", "csrc/runtime/plan.cc",
-             "    env.allocator = saved_allocator;\n", "",
+             "  env.allocator = saved_allocator;\n", "",
              ("tests/core/test_env_restore_native.py", "-k", "torch"),
              "a call plan (torch's native kernel) leaves the framework's allocator bound on the calling thread"),
     Mutation("xla-handler-lend-not-undone", "csrc/runtime/plan.cc",
-             "    env.lent = saved_lent;\n", "",
+             "  env.lent = saved_lent;\n", "",
              ("tests/core/test_env_restore_native.py", "-k", "xla"),
              "a call plan (XLA's handler) leaves the call's lent results bound as the thread's allocator"),
     # ---- issue 44: the registration library of C++ processes without Python ----------------
