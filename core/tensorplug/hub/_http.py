@@ -87,6 +87,10 @@ def _read_body(response, sock, url: str, deadlines: list[Deadline], limit: int, 
     chunks = []
     left = limit + 1
     while left > 0:
+        if response.isclosed():
+            # The whole body is read: Python 3.13 closes the response (and the socket, whose
+            # settimeout then fails with EBADF) as a read takes its last byte; 3.12 at the next read.
+            break
         # Each read waits at most until the nearest deadline, and reads what has arrived.
         sock.settimeout(min(d.left(url) for d in deadlines))
         chunk = response.read1(min(left, 1 << 20))
