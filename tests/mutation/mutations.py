@@ -426,7 +426,7 @@ MUTATIONS = [
              "the C++ process hands a kernel declaring contiguous= the package's strided tensor"),
     # ---- issue 42: libraries built for apache tvm-ffi, through the bridge -------------------
     Mutation("tvm-ffi-allocator-not-restored", "core/tensorplug/tvm_ffi/bridge.cc",
-             "    TVMFFIEnvSetDLPackManagedTensorAllocator(allocator, 0, nullptr);\n", "",
+             "  TVMFFIEnvSetDLPackManagedTensorAllocator(previous, 0, nullptr);\n", "",
              ("tests/tvm_ffi/test_tvm_ffi_binaries.py", "-k", "environment_is_restored"),
              "a tvm-ffi call leaves tensorplug's allocator bound as tvm-ffi's on the calling thread"),
     Mutation("tvm-ffi-error-kind-lost", "core/tensorplug/tvm_ffi/bridge.cc",
