@@ -156,7 +156,7 @@ def build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_ld
     signatures; the file is rewritten only when its text changes).
     ``export_tvm_ffi=True`` also exports each function in apache tvm-ffi's calling convention
     (``__tvm_ffi_<name>``), so that ``tvm_ffi.load_module(path)`` calls the library
-    (:mod:`tensorplug.tvm_ffi.export`; neither tvm-ffi's headers nor its runtime are needed to
+    (``tensorplug.tvm_ffi.export``; neither tvm-ffi's headers nor its runtime are needed to
     build it).
 
     The library is checked against the digest its stamp recorded when it was built, and

@@ -6,7 +6,7 @@ pytest loads this module through tensorplug's ``pytest11`` entry point. It adds
   these adapters (default: every discovered adapter, plus ``tensorplug`` for
   ``tensorplug.Tensor`` itself);
 - the option ``--tensorplug-kernels=tvm-ffi``: the checks call the kit's kernels as a binary
-  built by apache tvm-ffi (:mod:`tensorplug.testing.tvm_ffi_kernels`), not of tensorplug's ABI;
+  built by apache tvm-ffi (``tensorplug.testing.tvm_ffi_kernels``), not of tensorplug's ABI;
 - the fixtures ``tensorplug_adapter`` (a :class:`Framework` per selected adapter; test ids
   are adapter names), ``tensorplug_pair`` (every ordered pair of adapters, at least one
   of them selected), ``tensorplug_partner`` (a second CPU framework to mix with the
@@ -220,7 +220,7 @@ def tensorplug_partner(request, tensorplug_adapter) -> Framework:
 def tensorplug_kernels(request):
     """The kit's kernel library, compiled once: ``kernels.cc`` next to this module, or with
     ``--tensorplug-kernels=tvm-ffi`` the same kernels in apache tvm-ffi's source form, built
-    by tvm-ffi and loaded as a binary of its ABI (:mod:`tensorplug.testing.tvm_ffi_kernels`)."""
+    by tvm-ffi and loaded as a binary of its ABI (``tensorplug.testing.tvm_ffi_kernels``)."""
     from tensorplug import cpp, load_module
 
     if request.config.getoption("tensorplug_kernels") == "tvm-ffi":
