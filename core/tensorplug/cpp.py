@@ -206,9 +206,18 @@ def _build(name: str, sources, *, extra_cflags=(), extra_cuda_cflags=(), extra_l
     if export_tvm_ffi:
         from .tvm_ffi.export import build_with_exports
 
-        return build_with_exports(name, sources, lambda with_exports: _build(
+        def write_shim(text: str) -> Path:  # the generated exports, in the cache by their content
+            digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+            directory = cache_dir() / "sources" / f"{name}_tvm_ffi_exports_{digest}"
+            directory.mkdir(parents=True, exist_ok=True)
+            path = directory / f"{name}_tvm_ffi_exports.cc"
+            _write_if_changed(path, text)
+            return path
+
+        return build_with_exports(sources, lambda with_exports: _build(
             name, with_exports, extra_cflags=extra_cflags, extra_cuda_cflags=extra_cuda_cflags,
-            extra_ldflags=extra_ldflags, include_dirs=include_dirs, build_directory=build_directory, verbose=verbose))
+            extra_ldflags=extra_ldflags, include_dirs=include_dirs, build_directory=build_directory,
+            verbose=verbose), write_shim)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ValueError(f"build() argument 'name': expected an identifier, got {name!r}")
     sources = [Path(s) for s in ([sources] if isinstance(sources, (str, os.PathLike)) else sources)]

@@ -13,11 +13,10 @@ with the names it has. docs/migration.md, "The other direction", is the user's p
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 
-__all__ = ["build_with_exports", "exported_names"]
+__all__ = ["build_with_exports", "exported_names", "shim_source"]
 
 _SOURCE = Path(__file__).with_name("export.cc")
 _EXPORT = re.compile(r"\bTENSORPLUG_EXPORT\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,")
@@ -36,29 +35,23 @@ def exported_names(sources) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _shim(name: str, functions) -> Path:
-    from ..cpp import _write_if_changed, cache_dir
-
-    text = (_SOURCE.read_text() + "\n// The library's functions.\n"
+def shim_source(functions) -> str:
+    """The generated translation unit: export.cc and one export line per function."""
+    return (_SOURCE.read_text() + "\n// The library's functions.\n"
             + "".join(f"TENSORPLUG_TVM_FFI_EXPORT({f})\n" for f in functions))
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    directory = cache_dir() / "sources" / f"{name}_tvm_ffi_exports_{digest}"
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}_tvm_ffi_exports.cc"
-    _write_if_changed(path, text)
-    return path
 
 
-def build_with_exports(name: str, sources, build):
+def build_with_exports(sources, build, write_shim):
     """``build(sources)`` (cpp's build step, returning (path, digest)) of ``sources`` and the
-    generated exports; built again when the library's tensorplug functions are not the
-    names the sources' export lines gave."""
+    generated exports, which ``write_shim(text)`` writes into the build cache (returning its
+    path; cpp's, so that this module imports nothing of cpp); built again when the library's
+    tensorplug functions are not the names the sources' export lines gave."""
     from ..hub._elf import read_elf
 
     sources = [sources] if isinstance(sources, (str, Path)) else list(sources)
     names = exported_names(sources)
     for _ in range(2):
-        path, digest = build([*sources, _shim(name, names)])
+        path, digest = build([*sources, write_shim(shim_source(names))])
         facts = read_elf(Path(path).read_bytes(), path)
         if list(facts.functions) and sorted(facts.functions) == sorted(facts.tvm_ffi_functions) == sorted(names):
             return path, digest
