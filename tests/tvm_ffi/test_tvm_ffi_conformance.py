@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.tensorplug_kernels("tvm-ffi")  # the capability report's rows say so
 
 pytest.importorskip("tvm_ffi", reason="apache-tvm-ffi not installed (pip install \"tensorplug[tvm-ffi]\")")
 
@@ -57,6 +58,9 @@ def test_the_kit_option_runs_the_checks_on_the_tvm_ffi_library(pytester, monkeyp
                                            "--tensorplug-adapter=numpy", "--tensorplug-kernels=tvm-ffi",
                                            "-k", "TestErrors and own-device or keep_type", "-rs")
     result.assert_outcomes(passed=2)
+    # The capability report keeps these rows apart from the adapter's own (kernels.cc's).
+    result.stdout.fnmatch_lines(["numpy (the kit's tvm-ffi kernels)", "  errors  * passed *"])
+    assert not any(line.strip() == "numpy" for line in result.stdout.lines)
     assert list((tmp_path / "tvm-ffi-cache").glob("tensorplug_conformance_tvm_ffi_kernels_*/*.so"))
     bad = pytester.runpytest_subprocess("--pyargs", "tensorplug.testing.conformance", "--tensorplug-kernels=tvm")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR

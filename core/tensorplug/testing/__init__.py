@@ -92,6 +92,8 @@ def pytest_addoption(parser):
 @pytest.hookimpl(trylast=True)  # after conftests' pytest_configure, which may register adapters
 def pytest_configure(config):
     config.addinivalue_line("markers", "tensorplug_capability(name): the adapter capability a test checks")
+    config.addinivalue_line("markers", "tensorplug_kernels(form): the kit's kernel library a module's checks call, "
+                                       "where a fixture of its own gives them (as --tensorplug-kernels does)")
     config.stash[_frameworks_key] = {}
     config.pluginmanager.register(CapabilityReport(), "tensorplug-capability-report")
     if config.getoption("tensorplug_adapter"):
@@ -149,7 +151,12 @@ def pytest_itemcollected(item):
         adapters = [name for name in params["tensorplug_pair"] if name in selected]
     else:
         return
-    item.user_properties += [("tensorplug_capability", marker.args[0]), ("tensorplug_adapters", adapters)]
+    # The report keeps the checks of another kernel library apart: what a tvm-ffi binary
+    # cannot express (a read-only flag, a CPU stream) is not the adapter's to answer for.
+    kernels = item.get_closest_marker("tensorplug_kernels")
+    form = kernels.args[0] if kernels else item.config.getoption("tensorplug_kernels", "tensorplug")
+    item.user_properties += [("tensorplug_capability", marker.args[0]), ("tensorplug_adapters", adapters),
+                             ("tensorplug_kernels", form)]
 
 
 @pytest.hookimpl(wrapper=True)

@@ -63,8 +63,10 @@ class CapabilityReport:
         if capability is None:
             return
         test = report.nodeid.rpartition("::")[2]
+        form = props.get("tensorplug_kernels", "tensorplug")
         for adapter in props.get("tensorplug_adapters", ()):
-            outcomes = self.results[adapter][capability]
+            row = adapter if form == "tensorplug" else f"{adapter} (the kit's {form} kernels)"
+            outcomes = self.results[row][capability]
             if report.failed:
                 outcomes.failed.append(test if report.when == "call" else f"{test} ({report.when})")
             elif report.skipped:
