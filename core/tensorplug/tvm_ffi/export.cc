@@ -30,6 +30,7 @@
 #include <exception>
 #include <mutex>
 #include <new>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -174,7 +175,9 @@ void DropManaged(DLManagedTensorVersioned* self) {
 
 struct Call {
   std::vector<TPAny> args;
-  std::vector<std::string> strings;  // small and object strings, NUL-terminated, for the call
+  // Small and object strings, NUL-terminated, for the call. A deque: earlier strings stay where
+  // they are as more come (a vector's growth moved them, and the TPAny pointing at them dangled).
+  std::deque<std::string> strings;
   int nstreams = 0;
   DLDevice devices[4];
   void* streams[4];
