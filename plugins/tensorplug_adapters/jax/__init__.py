@@ -108,20 +108,23 @@ def tensorplug_op_declared(op):
 @hookimpl
 def tensorplug_op_impl(op, arg_type):
     jax = sys.modules.get("jax")
-    if jax is None or not issubclass(arg_type, (jax.Array, jax.core.Tracer)):
+    if jax is None or not issubclass(arg_type, (jax.Array, jax.core.Tracer, jax.ShapeDtypeStruct)):
         return None
     from . import grad, ops
 
+    # A jax.ShapeDtypeStruct first: a written parameter's fresh result buffer (ops.JaxOp),
+    # eager or traced alike, so the traced route (the custom call in its custom_vjp).
+    struct = issubclass(arg_type, jax.ShapeDtypeStruct)
     if op.sharding is not None:
         from . import sharding
 
         sharded = sharding.ShardedJaxOp(op)  # decides per call: on one device, as below
-        if not issubclass(arg_type, jax.core.Tracer):
+        if not issubclass(arg_type, jax.core.Tracer) and not struct:
             return sharded
         # Traced: the partitioned call inside the custom_vjp of the declared backward (jax has
         # no differentiation rule for custom_partitioning itself).
         return grad.GradJaxOp(op, sharded)
-    if not op.written and not issubclass(arg_type, jax.core.Tracer):
+    if not op.written and not issubclass(arg_type, jax.core.Tracer) and not struct:
         # Concrete arrays and a kernel that writes none of them: the direct call (as for a
         # plain function) is the fastest, and gives what the XLA custom call would.
         return None

@@ -14,7 +14,9 @@ of an op is a ``jax.custom_vjp`` whose rules come from the declaration.
   rule sees which arguments are perturbed);
 - an op without a backward (and every op that writes arguments) raises in its backward
   rule, when jax asks for the gradient, naming the op and how to declare one (jax's own
-  error would name an ``ffi_call``).
+  error would name an ``ffi_call``);
+- a written parameter given as a ``jax.ShapeDtypeStruct`` (a fresh result, :mod:`.ops`) is
+  no array: it stays out of the custom_vjp's arguments, a static value of the closure.
 
 ``jax.vmap`` batches both rules as it batches any custom_vjp (the custom calls run once per
 batch element). Tensor lists (views) are passed through as arrays without a gradient.
@@ -51,8 +53,9 @@ class GradJaxOp:
         if not op.n_outputs and not op.written:
             return forward(*args, **kwargs)  # no result: nothing to differentiate
         bound = op.bind(args, kwargs)
-        arrays = {name: bound.pop(name) for name in self.array_params if bound.get(name) is not None}
-        static = bound  # scalars and int lists: XLA attributes, Python values
+        arrays = {name: bound.pop(name) for name in self.array_params
+                  if bound.get(name) is not None and not _fresh(jax, bound[name])}
+        static = bound  # scalars and int lists (XLA attributes, Python values) and fresh results' structs
         declared = op.backward
         # What each gradient must be: its parameter's shape and dtype (per batch element under vmap).
         expected = [] if declared is None else [
@@ -121,6 +124,15 @@ def _traced_call(backward_op):
 
 
 _backward_impls: dict = {}
+
+
+def _fresh(jax, value) -> bool:
+    """Whether ``value`` is (or a list holds) a ``jax.ShapeDtypeStruct``: a fresh result
+    buffer for a written parameter (ops.JaxOp), no array, so no argument of the custom_vjp
+    (and nothing to differentiate: an op that writes has no gradient)."""
+    if isinstance(value, (list, tuple)):
+        return any(isinstance(item, jax.ShapeDtypeStruct) for item in value)
+    return isinstance(value, jax.ShapeDtypeStruct)
 
 
 def _perturbed(value) -> bool:

@@ -7,6 +7,10 @@ plugin that runs the op's call plan (``_native.xla_ffi_handler``, xla_ffi.cc). A
 
 - tensor arguments are XLA operands; a parameter the kernel writes is an operand aliased to
   a result (jax arrays are immutable: its new value is returned, not written in place);
+- a parameter the kernel writes may instead be given as a ``jax.ShapeDtypeStruct``: it is
+  then a plain XLA result, no operand and no alias, so XLA hands the kernel an uninitialized
+  buffer (as ``jax.ffi.ffi_call``'s results), which the kernel must write whole; the caller
+  saves filling one (``jnp.empty_like(x)`` is a fill inside ``jax.jit``);
 - a list of tensors (views) is a run of operands, one per tensor, read-only;
 - int, float, bool, str and dtype arguments are XLA attributes, an int list (ints) an i64
   array attribute, so they must be static Python values, not traced ones;
@@ -59,9 +63,19 @@ class JaxOp:
 
         # Operands (tensor arguments), attributes (the rest), and the plan of this call.
         operands, specs, plan, attrs, aliases = [], {}, [], {}, {}
-        written = []
+        written, fresh = [], []
         for p in op.params:
             value = bound.get(p.name)
+            if isinstance(value, jax.ShapeDtypeStruct) or (
+                    p.is_tensor_list and isinstance(value, (list, tuple))
+                    and any(isinstance(item, jax.ShapeDtypeStruct) for item in value)):
+                # A fresh result buffer: a plain XLA result, no operand (the kernel writes it whole).
+                spec = _fresh_spec(op, p, value)
+                specs[p.name] = spec
+                plan.append((p.name, _OUTPUT, len(written), "", "tensor" if p.kind == "tensor" else "view"))
+                written.append(jax.ShapeDtypeStruct(spec.shape, value.dtype))  # the result XLA allocates
+                fresh.append(p.name)
+                continue
             if value is None:
                 if not p.optional:
                     what = "a tensor" if p.is_tensor else f"{'a list of tensors' if p.is_tensor_list else p.kind}"
@@ -99,7 +113,7 @@ class JaxOp:
             plan.append((p.name, _ATTR, 0, p.name, p.kind))
 
         allocated = op.output_specs(specs)
-        key = _define_plan(op, plan, len(operands), len(written), len(allocated))
+        key = _define_plan(op, plan, len(operands), len(written), len(allocated), fresh)
         result_shapes = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in written]
         result_shapes += [jax.ShapeDtypeStruct(tuple(s.shape), jax.numpy.dtype(s.dtype)) for s in allocated]
         call = jax.ffi.ffi_call(key, result_shapes, has_side_effect=not result_shapes,
@@ -108,6 +122,48 @@ class JaxOp:
         if not result_shapes:
             return None
         return results[0] if len(results) == 1 else tuple(results)
+
+
+def _fresh_spec(op, p, value) -> TensorSpec:
+    """The TensorSpec of a ``jax.ShapeDtypeStruct`` given for parameter ``p``: a fresh result
+    buffer, which only a tensor parameter the kernel writes can take (TypeError naming the
+    op and the argument otherwise; ValueError for a shape or dtype no tensor has)."""
+    where = f"{op.name}() argument '{p.name}'"
+    if not (p.is_tensor and p.written):
+        what = ("a tensor the kernel reads" if p.is_tensor else "a list of tensors" if p.is_tensor_list
+                else f"a {p.kind} argument")
+        writes = (f"(this op writes {', '.join(repr(w) for w in op.written)})" if op.written
+                  else "(this op writes none)")
+        passed = "a list holding a jax.ShapeDtypeStruct" if isinstance(value, (list, tuple)) else "a jax.ShapeDtypeStruct"
+        expected = "an array" if p.is_tensor else "a list of arrays" if p.is_tensor_list else f"a {p.kind}"
+        raise TypeError(f"{where}: expected {expected}, "
+                        f"got {passed}; '{p.name}' is {what}, and a ShapeDtypeStruct (a fresh result buffer) stands "
+                        f"only for a tensor parameter the kernel writes {writes}")
+    shape = tuple(value.shape)
+    if any(isinstance(d, (bool, float)) or (isinstance(d, int) and d < 0) for d in shape):
+        raise ValueError(f"{where}: expected a jax.ShapeDtypeStruct whose shape holds non-negative ints, got "
+                         f"shape {shape}")
+    numpy = sys.modules["numpy"]  # jax imports numpy
+    try:
+        dtype = _jax().numpy.dtype(value.dtype)
+    except TypeError:
+        dtype = None
+    if dtype is None or not (dtype == numpy.bool_ or _jax().numpy.issubdtype(dtype, _jax().numpy.number)):
+        raise ValueError(f"{where}: expected a jax.ShapeDtypeStruct of a numeric or bool dtype, got dtype "
+                         f"{value.dtype}")
+    return TensorSpec(shape, dtype_name(dtype), _spec_device(value))
+
+
+def _spec_device(value) -> Device:
+    """The device of a ``jax.ShapeDtypeStruct``: its sharding's (the device when it names one,
+    the platform's first otherwise), or, without one, the default backend's, as for a tracer."""
+    devices = getattr(getattr(value, "sharding", None), "device_set", None)
+    if not devices:
+        return _device_of(value)
+    device = min(devices, key=lambda d: d.id)
+    if device.platform == "cpu":
+        return Device("cpu", 0)
+    return Device("cuda", device.id if len(devices) == 1 else 0)
 
 
 def _as_array(jax, value):
@@ -162,11 +218,12 @@ def _attribute(op, p, value):
         raise TypeError(f"{op.name}() argument '{p.name}': expected {p.kind}, got {type(value).__name__}") from None
 
 
-def _define_plan(op, plan, n_inputs, n_outputs, n_alloc) -> str:
+def _define_plan(op, plan, n_inputs, n_outputs, n_alloc, fresh=()) -> str:
     """Define the plan of this call's form in the core and register its XLA FFI target
-    (once); returns its key, the target's name. A plan fixes which arguments are None and
-    the length of each list of tensors: calls that differ there have plans of their own
-    (and XLA passes each call exactly its plan's attributes)."""
+    (once); returns its key, the target's name. A plan fixes which arguments are None, the
+    length of each list of tensors and which written parameters are fresh results (given as
+    ``jax.ShapeDtypeStruct``: no operand): calls that differ there have plans of their own
+    (and XLA passes each call exactly its plan's operands and attributes)."""
     absent = [entry[0] for entry in plan if entry[1] == _NONE]
     lengths = [f"{entry[0]}={entry[5]}" for entry in plan if entry[1] == _INPUTS]
     key = op.name
@@ -174,6 +231,8 @@ def _define_plan(op, plan, n_inputs, n_outputs, n_alloc) -> str:
         key += f"/without:{','.join(absent)}"
     if lengths:
         key += f"/lists:{','.join(lengths)}"
+    if fresh:
+        key += f"/fresh:{','.join(fresh)}"
     if key not in _plans:
         from . import _native  # the plugin's compiled module: the XLA FFI handler (xla_ffi.cc)
 

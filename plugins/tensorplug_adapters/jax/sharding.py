@@ -19,7 +19,10 @@ call of :mod:`.ops` wrapped in ``jax.experimental.custom_partitioning``:
 Concrete arrays on one device call the kernel function as before; arrays split over
 several devices are run through ``jax.jit`` (one compiled function per op and form of the
 static arguments). Inside ``shard_map`` the values are per-device already and the kernel
-runs on them. No framework is imported here: jax is taken from ``sys.modules``.
+runs on them. A written parameter given as a ``jax.ShapeDtypeStruct`` (a fresh result,
+:mod:`.ops`) works on concrete arrays on one device and is refused (TypeError naming the
+op and the argument) traced or split: the partitioned call splits written tensors as
+operands, and a fresh result has none. No framework is imported here: jax is taken from ``sys.modules``.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import threading
 
 from tensorplug.shapes import TensorSpec, dtype_name
 
-from .ops import JaxOp, _as_array, _device_of
+from .ops import JaxOp, _as_array, _device_of, _fresh_spec
 
 
 def _jax():
@@ -56,10 +59,22 @@ class ShardedJaxOp:
         bound = op.bind(args, kwargs)
         names = [p.name for p in op.params if p.is_tensor and bound.get(p.name) is not None]
         values = [bound[name] for name in names]
+        fresh = [name for name, v in zip(names, values) if isinstance(v, jax.ShapeDtypeStruct)]
         if not any(isinstance(v, jax.core.Tracer) for v in values):
             if not any(_split(jax, v) for v in values):
                 # Concrete arrays on one device: as an op without a rule.
-                return self.plain(**bound) if op.written else op.function(**bound)
+                return self.plain(**bound) if op.written or fresh else op.function(**bound)
+        if fresh:
+            params = {p.name: p for p in op.params}
+            for name in fresh:
+                _fresh_spec(op, params[name], bound[name])  # a parameter the kernel reads: that error first
+            # The partitioned call's operands are the written tensors too (their splits follow the
+            # rule's terms); a fresh result has none to split: refused, not guessed.
+            raise TypeError(f"{op.name}() argument '{fresh[0]}': a jax.ShapeDtypeStruct (a fresh result buffer) "
+                            "cannot be passed to an op with a sharding rule inside jax.jit or over several "
+                            "devices; pass an array for it (jnp.empty(shape, dtype), split as the rule's term "
+                            "for it says)")
+        if not any(isinstance(v, jax.core.Tracer) for v in values):
             return self.jitted_call(jax, bound, names)(*values)
         return self.traced(jax, bound, names, [_as_array(jax, v) for v in values])
 
