@@ -11,7 +11,9 @@ folder on the path would stand in for a framework that is not installed.
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,24 @@ if str(SUPPORT) not in sys.path:
 # ("module 'torch' has no attribute 'Tensor'": tests/pythons/run.py's venvs have no torch).
 while str(Path(__file__).parent) in sys.path:
     sys.path.remove(str(Path(__file__).parent))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def frameworks_temporary_files(tmp_path_factory):
+    """$TMPDIR, for this process and the ones it starts, is a folder of pytest's own: the
+    frameworks write temporary files they never remove (torch's AOTInductor package loader
+    extracts every package it loads into a folder of its own under $TMPDIR), and pytest
+    keeps only its last few runs' folders."""
+    folder = tmp_path_factory.mktemp("TMPDIR")
+    saved = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(folder)
+    tempfile.tempdir = None  # computed again from $TMPDIR
+    yield folder
+    if saved is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved
+    tempfile.tempdir = None
 
 
 @pytest.fixture(scope="session")
