@@ -510,4 +510,13 @@ MUTATIONS = [
              ("tests/tvm_ffi/test_tvm_ffi_conformance.py", "-k", "kit_option"),
              "the capability report counts the tvm-ffi library's skips (no read-only flag, no CPU stream) "
              "against the adapter: numpy reads 'partial' for read-only"),
+    # ---- issue 42 item 6: a written parameter as a fresh XLA result (jax.ShapeDtypeStruct) ----
+    Mutation("jax-fresh-result-shares-the-aliased-key", "plugins/tensorplug_adapters/jax/ops.py",
+             "        key += f\"/fresh:{','.join(fresh)}\"", "        pass",
+             ("tests/jax/test_fresh_results_jax.py", "-k", "plan_of_its_own"),
+             "the fresh form of an op reaches the aliased form's plan, whose operand count differs"),
+    Mutation("jax-fresh-result-for-a-read-parameter", "plugins/tensorplug_adapters/jax/ops.py",
+             "    if not (p.is_tensor and p.written):", "    if not p.is_tensor:",
+             ("tests/jax/test_fresh_results_jax.py", "-k", "kernel_reads"),
+             "a ShapeDtypeStruct for a parameter the kernel reads becomes an uninitialized result it reads"),
 ]
