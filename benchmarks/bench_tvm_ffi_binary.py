@@ -13,7 +13,9 @@ twice, unchanged: by ``tvm_ffi.load_module`` and by ``tensorplug.load_module``. 
 - jax, inside ``jax.jit``: ``x + 1`` by the tvm-ffi function registered with ``jax-tvm-ffi``
   (``register_ffi_target``, destination passing, called with ``jax.ffi.ffi_call``) against
   the same binary's functions made ``tensorplug.op`` s: the same destination-passing function
-  (its output passed in) and an allocating twin (``FromEnvAlloc``, XLA's result buffer lent).
+  (its output passed in as an array, ``jnp.empty_like(x)``, an operand aliased to the result;
+  or as ``jax.ShapeDtypeStruct``, a fresh XLA result as jax-tvm-ffi's) and an allocating twin
+  (``FromEnvAlloc``, XLA's result buffer lent).
   Two modes: ``dispatch`` (one jitted call per op call) and ``in-jit loop`` (a jitted
   ``lax.fori_loop`` of ``--loop`` dependent op calls, time per op call).
 
@@ -148,6 +150,8 @@ def jax_functions(path: str):
         "jax-tvm-ffi": lambda x: jax.ffi.ffi_call("bench_tvm_binary.add_one_into",
                                                   jax.ShapeDtypeStruct(x.shape, x.dtype))(x),
         "tensorplug (destination)": lambda x: into(x, jnp.empty_like(x)),
+        # The written parameter as a fresh XLA result (no operand, no fill): jax-tvm-ffi's form.
+        "tensorplug (destination, fresh)": lambda x: into(x, jax.ShapeDtypeStruct(x.shape, x.dtype)),
         "tensorplug (allocating)": alloc,
     }
 
@@ -186,7 +190,7 @@ def jax_rows(path: str, calls: int, repeat: int, loop: int) -> list[dict]:
     rows = []
     for mode in ("dispatch", "in-jit loop"):
         base = best["jax-tvm-ffi", mode]
-        for side in ("tensorplug (destination)", "tensorplug (allocating)"):
+        for side in ("tensorplug (destination)", "tensorplug (destination, fresh)", "tensorplug (allocating)"):
             rows.append({"framework": "jax", "mode": mode, "side": side, "tensorplug_ns": best[side, mode],
                          "jax_tvm_ffi_ns": base, "ratio": best[side, mode] / base})
     return rows
@@ -278,7 +282,8 @@ def callgrind_outer(args) -> list[dict]:
         helper = profile_call.build_helper(Path(tmp))
         runs = [(fw, side, args.calls, None) for fw in ("numpy", "torch") for side in ("tvm-ffi", "tensorplug")]
         runs += [("jax", side, max(1, args.calls // args.loop), None)
-                 for side in ("jax-tvm-ffi", "tensorplug (destination)", "tensorplug (allocating)")]
+                 for side in ("jax-tvm-ffi", "tensorplug (destination)", "tensorplug (destination, fresh)",
+                              "tensorplug (allocating)")]
         if args.compare_bridge:  # each tensorplug run again, with the other bridge, right after it
             runs = [r for run in runs
                     for r in ([run, (*run[:3], args.compare_bridge)] if "tensorplug" in run[1] else [run])]
@@ -353,7 +358,7 @@ def main(argv=None) -> int:
                   f"{fmt(r['tensorplug_ns'])} ns  ratio {ratio}", flush=True)
         jx = jax_rows(path, args.calls // 4, args.repeat, args.loop)
         for r in jx:
-            print(f"jax    {r['mode']:12} {r['side']:26} {r['tensorplug_ns']:8.0f} ns  jax-tvm-ffi "
+            print(f"jax    {r['mode']:12} {r['side']:32} {r['tensorplug_ns']:8.0f} ns  jax-tvm-ffi "
                   f"{r['jax_tvm_ffi_ns']:8.0f} ns  ratio {r['ratio']:.2f}", flush=True)
         result = {"eager": eager, "jax": jx}
     if args.json:
