@@ -134,7 +134,9 @@ def _fresh_spec(op, p, value) -> TensorSpec:
                 else f"a {p.kind} argument")
         writes = (f"(this op writes {', '.join(repr(w) for w in op.written)})" if op.written
                   else "(this op writes none)")
-        passed = "a list holding a jax.ShapeDtypeStruct" if isinstance(value, (list, tuple)) else "a jax.ShapeDtypeStruct"
+        passed = "a jax.ShapeDtypeStruct"
+        if isinstance(value, (list, tuple)):
+            passed = "a list holding " + passed
         expected = "an array" if p.is_tensor else "a list of arrays" if p.is_tensor_list else f"a {p.kind}"
         raise TypeError(f"{where}: expected {expected}, "
                         f"got {passed}; '{p.name}' is {what}, and a ShapeDtypeStruct (a fresh result buffer) stands "
