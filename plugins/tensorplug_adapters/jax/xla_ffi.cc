@@ -56,7 +56,7 @@ using xla_ffi::Scalar;
 // Where a parameter's value comes from.
 enum class Source : int32_t {
   kInput = 0,   // XLA argument buffer `index`, read-only
-  kOutput = 1,  // XLA result buffer `index` (a written parameter; aliased to its input)
+  kOutput = 1,  // XLA result buffer `index` (a written parameter: aliased to its input, or a fresh result)
   kAttr = 2,    // attribute `attr` (at `attr_slot` of the call's attributes, which XLA sorts by name)
   kNone = 3,    // always None
   kInputs = 4,  // XLA argument buffers index .. index + count - 1, as one list (views), read-only
