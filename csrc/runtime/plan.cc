@@ -49,6 +49,7 @@ struct TPPlanObj {
   std::vector<Rule> outputs;        // empty for a plan without rules (the caller checks shapes)
   std::vector<int32_t> written;     // the written parameters, in order
   int32_t num_params = 0;           // params.size(), read on every call
+  int32_t num_written = 0;          // written.size(), read on every call
 };
 
 namespace {
@@ -414,16 +415,6 @@ inline bool WrittenCompact(const TPPlanObj& plan, const TPAny* args) {
   return true;
 }
 
-// Written views that are not all compact views: checked in full. On refusal the owning
-// tensor arguments are released, as the call would have consumed them.
-[[gnu::noinline]] bool CheckArgumentsForCall(const TPPlanObj& plan, TPAny* args) {
-  if (CheckArguments(plan, args)) return true;
-  for (size_t i = 0; i < plan.params.size(); ++i) {
-    if (args[i].type_index == kTPTensor) TPAnyRelease(&args[i]);
-  }
-  return false;
-}
-
 // A call off the CPU: the device's stream bound around it, and restored.
 [[gnu::noinline]] int InvokeOnStream(const TPPlanObj& plan, TPAny* args, const TPPlanBinding& binding, TPAny* result) {
   const DLDevice device = binding.device;
@@ -496,6 +487,61 @@ inline bool WrittenCompact(const TPPlanObj& plan, const TPAny* args) {
   }
 }
 
+// The result against the declaration, the exceptions caught (TPPlanInvoke's slow path).
+[[gnu::noinline]] int CheckResultNoexcept(const TPPlanObj& plan, const TPTensorSpec* expected, TPAny* result) noexcept {
+  try {
+    return CheckResult(plan, expected, result);
+  } catch (const std::bad_alloc&) {
+    return Fail("MemoryError", "TPPlanInvoke: out of memory");
+  }
+}
+
+// TPPlanInvoke once its arguments are checked: the thread's environment bound around the
+// function (directly, as TPEnvLend and TPEnvSetAllocator would: two stores each way; the
+// stream off the CPU only), and the result checked where the common cases leave it to check.
+inline __attribute__((always_inline)) int Invoke(const TPPlanObj& plan, TPAny* args, const TPPlanBinding& binding,
+                                                 const TPTensorSpec* expected, TPAny* result) {
+  tensorplug::runtime::ThreadEnv& env = tensorplug::runtime::tls_env;
+  const DLPackManagedTensorAllocator saved_allocator = env.allocator;
+  TPLentTensors* const saved_lent = env.lent;
+  if (TPLentTensors* lent = binding.lent) {
+    lent->previous_allocator = saved_allocator;
+    lent->previous = saved_lent;
+    env.allocator = TPLentAllocator;
+    env.lent = lent;
+  } else if (binding.allocator != nullptr) {
+    env.allocator = binding.allocator;
+  }
+  const int rc = binding.device.device_type == kDLCPU ? plan.entry(plan.self, args, plan.num_params, result)
+                                                      : InvokeOnStream(plan, args, binding, result);
+  env.allocator = saved_allocator;
+  env.lent = saved_lent;
+  if (rc != 0) return FunctionFailed(plan, result);
+  // Common cases inline: nothing returned where nothing is declared (destination passing),
+  // or one tensor whose shape is the caller's to check (no rule, no specs).
+  const int32_t type = result->type_index;
+  if (type == kTPNone && plan.num_outputs == 0) return 0;
+  if (type == kTPTensor && plan.num_outputs == 1 && (expected == nullptr || plan.outputs.empty())) return 0;
+  return CheckResultNoexcept(plan, expected, result);
+}
+
+// TPPlanInvoke for written views that are not all compact: checked in full first. On refusal
+// the owning tensor arguments are released, as the call would have consumed them.
+[[gnu::noinline]] int InvokeChecked(const TPPlanObj& plan, TPAny* args, const TPPlanBinding& binding,
+                                    TPAny* result) noexcept {
+  try {
+    if (!CheckArguments(plan, args)) {
+      for (size_t i = 0; i < plan.params.size(); ++i) {
+        if (args[i].type_index == kTPTensor) TPAnyRelease(&args[i]);
+      }
+      return -1;
+    }
+  } catch (const std::bad_alloc&) {
+    return Fail("MemoryError", "TPPlanInvoke: out of memory");
+  }
+  return Invoke(plan, args, binding, nullptr, result);
+}
+
 }  // namespace
 
 extern "C" {
@@ -534,6 +580,7 @@ int TPPlanCreate(const TPPlanSpec* spec, TPPlanHandle* out) {
     }
     plan->params.assign(spec->params, spec->params + spec->num_params);
     plan->num_params = spec->num_params;
+    plan->num_written = static_cast<int32_t>(plan->written.size());
     for (int32_t i = 0; i < spec->num_params; ++i) plan->params[i].name = plan->names[i].c_str();
     plan->num_outputs = spec->num_outputs;
     for (int32_t k = 0; spec->outputs != nullptr && k < spec->num_outputs; ++k) {
@@ -598,48 +645,11 @@ int TPPlanInvoke(TPPlanHandle plan, TPAny* args, const TPPlanBinding* binding, c
   result->v_int64 = 0;
   // Written views made by the caller without TPPlanPrepare: checked here. A compact view
   // (every view XLA's handler makes) cannot overlap itself, so the common case is a few
-  // compares inline and the call into CheckArguments is only for the others.
-  try {
-    if (expected == nullptr && !plan->written.empty() && !WrittenCompact(*plan, args) &&
-        !CheckArgumentsForCall(*plan, args)) {
-      return -1;
-    }
-  } catch (const std::bad_alloc&) {
-    return Fail("MemoryError", "TPPlanInvoke: out of memory");
+  // compares inline; the others are checked out of line, which then makes the call.
+  if (expected == nullptr && plan->num_written != 0 && !WrittenCompact(*plan, args)) {
+    return InvokeChecked(*plan, args, *binding, result);
   }
-  // The thread's environment, bound and restored here directly (TPEnvLend and
-  // TPEnvSetAllocator do the same): a call pays two stores each way.
-  tensorplug::runtime::ThreadEnv& env = tensorplug::runtime::tls_env;
-  const DLPackManagedTensorAllocator saved_allocator = env.allocator;
-  TPLentTensors* const saved_lent = env.lent;
-  if (TPLentTensors* lent = binding->lent) {
-    lent->previous_allocator = saved_allocator;
-    lent->previous = saved_lent;
-    env.allocator = TPLentAllocator;
-    env.lent = lent;
-  } else if (binding->allocator != nullptr) {
-    env.allocator = binding->allocator;
-  }
-  int rc;
-  if (binding->device.device_type == kDLCPU) {
-    rc = plan->entry(plan->self, args, plan->num_params, result);
-  } else {
-    rc = InvokeOnStream(*plan, args, *binding, result);
-  }
-  env.allocator = saved_allocator;
-  env.lent = saved_lent;
-  if (rc != 0) return FunctionFailed(*plan, result);
-  // Common cases inline: nothing returned where nothing is declared (destination
-  // passing), or one tensor whose shape is the caller's to check (no rule, no specs).
-  if (result->type_index == kTPNone && plan->num_outputs == 0) return 0;
-  if (result->type_index == kTPTensor && plan->num_outputs == 1 && (expected == nullptr || plan->outputs.empty())) {
-    return 0;
-  }
-  try {
-    return CheckResult(*plan, expected, result);
-  } catch (const std::bad_alloc&) {
-    return Fail("MemoryError", "TPPlanInvoke: out of memory");
-  }
+  return Invoke(*plan, args, *binding, expected, result);
 }
 
 }  // extern "C"
