@@ -146,16 +146,22 @@ def test_the_output_rule_sees_the_struct():
         jax.block_until_ready(jax.jit(lambda x: op(x, jax.ShapeDtypeStruct((3,), jnp.float16)))(x))
 
 
-def test_a_sharded_op_takes_the_struct_eagerly_and_refuses_it_traced(ops):
+def test_a_sharded_op_takes_the_struct_eagerly_and_inside_jit(ops):
+    # On one device; over several, tests/jax/test_sharding_jax.py (the struct split as its term).
     op = tensorplug.op("tpfresh::axpy_split", ops.module.axpy, sharding="n, n, n ->")
     x, y = arrays()
-    np.testing.assert_array_equal(np.asarray(op(x, y, struct_like(x), 2.0)), [12.0, 24.0, 36.0, 48.0])
+    fresh = jax.jit(lambda x, y: op(x, y, struct_like(x), 2.0))
+    for result in (op(x, y, struct_like(x), 2.0), fresh(x, y)):
+        assert isinstance(result, jax.Array) and result.shape == (4,) and result.dtype == jnp.float32
+        np.testing.assert_array_equal(np.asarray(result), [12.0, 24.0, 36.0, 48.0])
+    assert 'custom_call @"tpfresh::axpy_split/fresh:out"' in fresh.lower(x, y).as_text()
+    # A struct for a parameter the kernel reads: the TypeError of an op without a rule.
     with pytest.raises(TypeError) as traced:
-        jax.jit(lambda x, y: op(x, y, struct_like(x), 2.0))(x, y)
+        jax.jit(lambda x, y: op(x, struct_like(y), jnp.zeros_like(x), 2.0))(x, y)
     assert str(traced.value).splitlines()[0] == (
-        "tpfresh::axpy_split() argument 'out': a jax.ShapeDtypeStruct (a fresh result buffer) cannot be passed to "
-        "an op with a sharding rule inside jax.jit or over several devices; pass an array for it "
-        "(jnp.empty(shape, dtype), split as the rule's term for it says)")
+        "tpfresh::axpy_split() argument 'y': expected an array, got a jax.ShapeDtypeStruct; 'y' is a tensor the "
+        "kernel reads, and a ShapeDtypeStruct (a fresh result buffer) stands only for a tensor parameter the "
+        "kernel writes (this op writes 'out')")
 
 
 # ---------------------------------------------------------------- a tvm-ffi binary ----

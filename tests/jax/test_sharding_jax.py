@@ -18,8 +18,8 @@ from sharding_procs import free_port, run_workers  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def single(tmp_path_factory):
-    sharding_kernels.load()  # built once here, loaded by the worker from the session's cache
+def single(tmp_path_factory, ops):
+    sharding_kernels.load()  # built once here (op_kernels by `ops`), loaded by the worker from the session's cache
     return run_workers("sharding_jax_worker.py", [["single"]], tmp_path_factory.mktemp("jax_single"))[0]
 
 
@@ -88,6 +88,33 @@ def test_written_parameter_keeps_its_split(single):
     case = single["axpy"]
     assert case["all_gather"] == 0 and case["call_operands"] == [["f32[16]", "f32[16]"]]
     assert case["sharded_like"] and case["shard_shapes"] == [[16]] and case["equal"]
+
+
+@pytest.mark.parametrize("axis_type", ["Explicit", "Auto"])
+def test_written_parameter_as_a_fresh_result_is_split_as_its_term(single, axis_type):
+    # axpy's `out` given as jax.ShapeDtypeStruct: no operand, each device's call gets its 2 of 8
+    # rows as a fresh result (the plan's /fresh:out), nothing gathered, the result split as x.
+    case = single[f"fresh_{axis_type}"]
+    assert case["all_gather"] == 0 and case["all_to_all"] == 0
+    assert case["call_operands"] == [["f32[2,8]", "f32[2,8]"]] and case["call_shapes"] == [["f32[2,8]"]]
+    assert case["sharded_like"] and case["shard_shapes"] == [[2, 8]]
+    assert case["equal"] and case["equal_aliased"]
+    assert case["eager"] == {"sharded_like": True, "shard_shapes": [[2, 8]], "equal": True}
+    assert case["eager_other_shape"] == {
+        "type": "ValueError",
+        "message": "tpshard::axpy_fresh: sharding rule 'elementwise': dimension '... (dimension 1)' is 8 in argument "
+                   "'x' (8, 8) and 4 in argument 'out' (8, 4)"}
+
+
+@pytest.mark.parametrize("name", ["whole", "struct_only"])
+def test_fresh_result_keeps_whole_the_factors_no_split_input_gives(single, name):
+    # x, y split on a 2x2 mesh on both dimensions. "b [n], ...": n is gathered (dimension 1
+    # only); "b n, b n, b m ->": m is named by the struct alone, so no input gives it a split
+    # and it stays whole (n, an input-only factor, is gathered). Each device: its (4, 8).
+    case = single[f"fresh_{name}"]
+    assert case["all_gather"] == 2 and case["all_gather_dimensions"] == ["1", "1"] and case["all_to_all"] == 0
+    assert case["call_operands"] == [["f32[4,8]", "f32[4,8]"]] and case["call_shapes"] == [["f32[4,8]"]]
+    assert case["sharded_like"] and case["shard_shapes"] == [[4, 8]] and case["equal"]
 
 
 def test_output_rule_disagreeing_with_sharding_rule_is_refused(single):

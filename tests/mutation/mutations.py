@@ -519,4 +519,9 @@ MUTATIONS = [
              "    if not (p.is_tensor and p.written):", "    if not p.is_tensor:",
              ("tests/jax/test_fresh_results_jax.py", "-k", "kernel_reads"),
              "a ShapeDtypeStruct for a parameter the kernel reads becomes an uninitialized result it reads"),
+    Mutation("jax-fresh-result-unsplit-per-device", "plugins/tensorplug_adapters/jax/sharding.py",
+             "tuple(-(-size // parts.get(f, 1)) for f, size in", "tuple(size for f, size in",
+             ("tests/jax/test_sharding_jax.py", "-k", "fresh_result_is_split"),
+             "each device's call gets the whole struct for a fresh result of an op with a sharding rule: "
+             "a result the size of the whole array per shard"),
 ]

@@ -139,6 +139,8 @@ def single(record: dict) -> None:
                       **array_facts(y, mesh, P("d")),
                       "equal": bool(np.array_equal(np.asarray(y), 1 + 0.5 * xs.reshape(-1)))}
 
+    fresh_results(record, xs)
+
     # Declarations checked on jax's path.
     xv = jax.device_put(xs[:, 0].copy(), NamedSharding(mesh, P("d")))
     record["head_bad"] = error_of(lambda: jax.jit(ops["head_bad"], static_argnums=1)(xv, 8).block_until_ready())
@@ -157,6 +159,51 @@ def single(record: dict) -> None:
     record["docs"] = {**hlo_facts(namespace["compiled_step"], "docs_sharding::relu"),
                       "grad_calls": hlo_facts(namespace["compiled_step"], "docs_sharding::relu_grad")["call_shapes"],
                       "devices": len(namespace["mesh"].devices.flat)}
+
+
+def fresh_results(record: dict, xs) -> None:
+    """A written parameter given as jax.ShapeDtypeStruct (a fresh result): tests/support/op_kernels.cc's
+    axpy (out = alpha * x + y, every element written) under three sharding rules."""
+    import op_kernels
+    import tensorplug
+
+    axpy = op_kernels.ops().module.axpy
+    ys = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+    expected = 2 * xs + ys
+
+    def struct(x):
+        return jax.ShapeDtypeStruct(x.shape, x.dtype)
+
+    op = tensorplug.op("tpshard::axpy_fresh", axpy, sharding="elementwise")
+    target = f"{op.name}/fresh:out"
+    for axis_type in ("Explicit", "Auto"):
+        mesh = jax.make_mesh((4,), ("d",), axis_types=(getattr(AxisType, axis_type),))
+        x, y = (jax.device_put(a, NamedSharding(mesh, P("d", None))) for a in (xs, ys))
+        fresh = jax.jit(lambda x, y: op(x, y, struct(x), 2.0))
+        aliased = jax.jit(lambda x, y: op(x, y, jnp.zeros_like(x), 2.0))
+        out = fresh(x, y)
+        eager = op(x, y, struct(x), 2.0)  # split concrete arrays: through jax.jit, the struct static
+        record[f"fresh_{axis_type}"] = {
+            **hlo_facts(fresh.lower(x, y).compile().as_text(), target), **array_facts(out, mesh, P("d", None)),
+            "equal": bool(np.array_equal(np.asarray(out), expected)),
+            "equal_aliased": bool(np.array_equal(np.asarray(out), np.asarray(aliased(x, y)))),
+            "eager": {**array_facts(eager, mesh, P("d", None)), "equal": bool(np.array_equal(np.asarray(eager),
+                                                                                            expected))},
+            # another struct is another static argument: checked against the rule, not a cached call's
+            "eager_other_shape": error_of(lambda: op(x, y, jax.ShapeDtypeStruct((8, 4), jnp.float32), 2.0)),
+        }
+
+    # On a 2x2 mesh, x and y split on both dimensions. A whole factor: only n is gathered, each
+    # device's struct is its (4, 8). A factor only the struct names (m): no input splits it, whole.
+    mesh = jax.make_mesh((2, 2), ("a", "b"))
+    x, y = (jax.device_put(a, NamedSharding(mesh, P("a", "b"))) for a in (xs, ys))
+    for name, rule in (("whole", "b [n], b [n], b [n] ->"), ("struct_only", "b n, b n, b m ->")):
+        op = tensorplug.op(f"tpshard::axpy_fresh_{name}", axpy, sharding=rule)
+        step = jax.jit(lambda x, y, op=op: op(x, y, struct(x), 2.0))
+        out = step(x, y)
+        record[f"fresh_{name}"] = {
+            **hlo_facts(step.lower(x, y).compile().as_text(), f"{op.name}/fresh:out"),
+            **array_facts(out, mesh, P("a", None)), "equal": bool(np.array_equal(np.asarray(out), expected))}
 
 
 def multi(record: dict, rank: int, port: int) -> None:

@@ -20,9 +20,12 @@ Concrete arrays on one device call the kernel function as before; arrays split o
 several devices are run through ``jax.jit`` (one compiled function per op and form of the
 static arguments). Inside ``shard_map`` the values are per-device already and the kernel
 runs on them. A written parameter given as a ``jax.ShapeDtypeStruct`` (a fresh result,
-:mod:`.ops`) works on concrete arrays on one device and is refused (TypeError naming the
-op and the argument) traced or split: the partitioned call splits written tensors as
-operands, and a fresh result has none. No framework is imported here: jax is taken from ``sys.modules``.
+:mod:`.ops`) is no operand of the partitioned call, only a result: the Shardy rule maps the
+arrays given, its term still names its factors among the results', and each device's call
+gets a struct of its shard's shape (each factor's size over its mesh axes). A factor that
+only a fresh parameter names has no input to take a split from: it stays whole. Split
+concrete arrays pass the struct to ``jax.jit`` as a static argument. No framework is
+imported here: jax is taken from ``sys.modules``.
 """
 
 from __future__ import annotations
@@ -57,24 +60,15 @@ class ShardedJaxOp:
         op = self.op
         jax = _jax()
         bound = op.bind(args, kwargs)
-        names = [p.name for p in op.params if p.is_tensor and bound.get(p.name) is not None]
+        # The arrays given (a written parameter given as a struct is a fresh result, no operand).
+        names = [p.name for p in op.params if p.is_tensor and bound.get(p.name) is not None
+                 and not isinstance(bound[p.name], jax.ShapeDtypeStruct)]
         values = [bound[name] for name in names]
-        fresh = [name for name, v in zip(names, values) if isinstance(v, jax.ShapeDtypeStruct)]
         if not any(isinstance(v, jax.core.Tracer) for v in values):
             if not any(_split(jax, v) for v in values):
                 # Concrete arrays on one device: as an op without a rule.
+                fresh = any(isinstance(v, jax.ShapeDtypeStruct) for v in bound.values())
                 return self.plain(**bound) if op.written or fresh else op.function(**bound)
-        if fresh:
-            params = {p.name: p for p in op.params}
-            for name in fresh:
-                _fresh_spec(op, params[name], bound[name])  # a parameter the kernel reads: that error first
-            # The partitioned call's operands are the written tensors too (their splits follow the
-            # rule's terms); a fresh result has none to split: refused, not guessed.
-            raise TypeError(f"{op.name}() argument '{fresh[0]}': a jax.ShapeDtypeStruct (a fresh result buffer) "
-                            "cannot be passed to an op with a sharding rule inside jax.jit or over several "
-                            "devices; pass an array for it (jnp.empty(shape, dtype), split as the rule's term "
-                            "for it says)")
-        if not any(isinstance(v, jax.core.Tracer) for v in values):
             return self.jitted_call(jax, bound, names)(*values)
         return self.traced(jax, bound, names, [_as_array(jax, v) for v in values])
 
@@ -82,23 +76,32 @@ class ShardedJaxOp:
         from jax.experimental.custom_partitioning import ArrayMapping, SdyShardingRule, custom_partitioning
 
         op = self.op
-        specs = _specs(op, bound, dict(zip(names, arrays)))
+        params = {p.name: p for p in op.params}
+        fresh = {name: _fresh_spec(op, params[name], v) for name, v in bound.items()  # TypeError for a read one
+                 if isinstance(v, jax.ShapeDtypeStruct)}
+        specs = {**_specs(op, bound, dict(zip(names, arrays))), **fresh}
         rule = op.sharding.bind(op, specs)  # ValueError naming the op when the shapes do not fit
         for factor in sorted(rule.splittable):
             # Whether the output rule splits as the sharding rule says, before any mesh is known: a
             # ValueError at the call, not an XLA error at compile time (partition checks the real split).
             rule.check_split({factor: 2})
 
-        def call(*tensors):
-            return self.plain(**{**bound, **dict(zip(names, tensors))})
+        def call_with(structs):  # the call on these arrays, with these structs for the fresh parameters
+            return lambda *tensors: self.plain(**{**bound, **structs, **dict(zip(names, tensors))})
 
+        call = call_with({})
         if not rule.results:  # nothing returned: nothing to split
             return call(*arrays)
 
         # Shardy names factors with identifiers: the rule's own names, "..." expanded ones renamed.
-        factors = sorted({f for term in (*rule.inputs.values(), *rule.results) for f in term})
+        # They are listed as the operands', then the results' terms name them first: jax numbers
+        # them so, and Shardy wants the need_replication ones in that order.
+        factors = list(dict.fromkeys(f for term in (*(rule.inputs[name] for name in names), *rule.results)
+                                     for f in term))
         jax_name = {f: f"f{i}" for i, f in enumerate(factors)}
-        whole = tuple(jax_name[f] for f in factors if f not in rule.splittable)
+        # A factor that only fresh parameters name has no operand to take a split from: whole.
+        splittable = rule.splittable & {f for name in names for f in rule.inputs[name]}
+        whole = tuple(jax_name[f] for f in factors if f not in splittable)
         # jax 0.6 (the last for Python 3.10) has no need_replication_factors: its SdyShardingRule
         # takes every other keyword as a factor's size and refuses this one. Without it the
         # split is still checked, in shardings() below.
@@ -112,14 +115,20 @@ class ShardedJaxOp:
             NamedSharding, P = jax.sharding.NamedSharding, jax.sharding.PartitionSpec
             specs = [arg.sharding.spec if isinstance(arg.sharding, NamedSharding) else P() for arg in arg_shapes]
             axes = _factor_axes(rule, names, specs)
-            rule.check_split({f: math.prod(mesh.shape[a] for a in a_s) for f, a_s in axes.items()})
+            parts = {f: math.prod(mesh.shape[a] for a in a_s) for f, a_s in axes.items()}  # shards per factor
+            rule.check_split(parts)
             results = tuple(NamedSharding(mesh, _spec(P, axes, term)) for term in rule.results)
             return (tuple(NamedSharding(mesh, _spec(P, axes, rule.inputs[name])) for name in names),
-                    results[0] if single else results)
+                    results[0] if single else results, parts)
 
         def partition(mesh, arg_shapes, result_shape):
-            arg_shardings, result_shardings = shardings(mesh, arg_shapes)
-            return mesh, call, result_shardings, arg_shardings
+            arg_shardings, result_shardings, parts = shardings(mesh, arg_shapes)
+            # Each fresh parameter on one device: its shard's shape (each split factor's size over
+            # its shards, rounded up as jax tiles) and the struct's dtype.
+            structs = {name: jax.ShapeDtypeStruct(tuple(-(-size // parts.get(f, 1)) for f, size in
+                                                        zip(rule.inputs[name], spec.shape)), bound[name].dtype)
+                       for name, spec in fresh.items()}
+            return mesh, call_with(structs), result_shardings, arg_shardings
 
         def infer_sharding_from_operands(mesh, arg_shapes, result_shape):  # the GSPMD partitioner's question
             return shardings(mesh, arg_shapes)[1]
@@ -149,7 +158,8 @@ class ShardedJaxOp:
         return _auto_axes(jax)(lambda *a: batchable(*a), out_sharding=out[0] if single else out)(*arrays)
 
     def jitted_call(self, jax, bound, names):
-        """The jitted call for concrete arrays split over devices, per form of the static arguments."""
+        """The jitted call for concrete arrays split over devices, per form of the static arguments
+        (a fresh parameter's ``jax.ShapeDtypeStruct`` among them: hashable, by shape, dtype and sharding)."""
         static = {k: v for k, v in bound.items() if k not in names}
         key = (tuple(names), tuple((k, _frozen(v)) for k, v in static.items()))
         jitted = self.jitted.get(key)
