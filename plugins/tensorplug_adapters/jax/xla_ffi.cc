@@ -355,7 +355,7 @@ int RefuseRequest(TPLentTensors* lent, const DLTensor* prototype) noexcept {
 // without a DLPack equivalent or more than `max_rank` dimensions (nothing lent then).
 inline __attribute__((always_inline)) bool LendResults(const OpPlan& plan, const Rets& rets, DLDevice device,
                                                        int64_t max_rank, LentBlock* block) {
-  for (int32_t k = 0; k < plan.n_alloc; ++k) {
+  auto lend = [&](int32_t k) __attribute__((always_inline)) {
     const Buffer* buffer = static_cast<const Buffer*>(rets.rets[plan.n_outputs + k]);
     const DTypeEntry* entry = FromXla(buffer->dtype);
     const int64_t rank = buffer->rank;
@@ -375,6 +375,12 @@ inline __attribute__((always_inline)) bool LendResults(const OpPlan& plan, const
     t.shape = buffer->dims;
     t.strides = strides;
     t.byte_offset = 0;
+    return true;
+  };
+  // One result, the common case, without the loop's bookkeeping (about 15 instructions).
+  if (plan.n_alloc == 1) return lend(0);
+  for (int32_t k = 0; k < plan.n_alloc; ++k) {
+    if (!lend(k)) return false;
   }
   return true;
 }
