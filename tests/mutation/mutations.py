@@ -524,4 +524,9 @@ MUTATIONS = [
              ("tests/jax/test_sharding_jax.py", "-k", "fresh_result_is_split"),
              "each device's call gets the whole struct for a fresh result of an op with a sharding rule: "
              "a result the size of the whole array per shard"),
+    # ---- issue 41 item 7: the XLA handler lends one allocated result without the loop ----
+    Mutation("xla-lends-only-the-first-result", "plugins/tensorplug_adapters/jax/xla_ffi.cc",
+             "  if (plan.n_alloc == 1) return lend(0);\n", "  return lend(0);\n",
+             ("tests/jax/test_op_jax.py", "-k", "two_results"),
+             "an op allocating two results inside XLA gets the second lent slot as a previous call left it"),
 ]
