@@ -408,8 +408,9 @@ bool CheckArguments(const TPPlanObj& plan, const TPAny* args) {
 // which cannot overlap itself (vouched for by its producer, or seen); CheckArguments
 // decides the rest (lists, strided views).
 inline bool WrittenCompact(const TPPlanObj& plan, const TPAny* args) {
-  for (const int32_t p : plan.written) {
-    const TPAny& a = args[p];
+  const int32_t* written = plan.written.data();
+  for (int32_t i = 0; i < plan.num_written; ++i) {
+    const TPAny& a = args[written[i]];
     if (a.type_index != kTPDLTensorPtr || !((a.flags & TP_ANY_FLAG_COMPACT) || Compact(*a.v_dltensor))) return false;
   }
   return true;
