@@ -406,24 +406,6 @@ bool ScalarValue(const Scalar* s, int64_t* i, double* d, bool* is_float) {
   }
 }
 
-// A scalar attribute as the TPAny of a parameter of kind `kind` (int, float or bool); false
-// for a non-numeric element type or a float for an integer parameter. Out of RunFast's loop:
-// its registers are the views'.
-[[gnu::noinline]] bool ScalarArg(int32_t kind, const Scalar* scalar, TPAny* a) {
-  int64_t iv = 0;
-  double dv = 0;
-  bool is_float = false;
-  if (!ScalarValue(scalar, &iv, &dv, &is_float) || (is_float && kind != kTPFloat)) return false;
-  if (kind == kTPFloat) {
-    a->type_index = kTPFloat;
-    a->v_float64 = is_float ? dv : static_cast<double>(iv);
-  } else {
-    a->type_index = kind == kTPBool ? kTPBool : kTPInt;
-    a->v_int64 = kind == kTPBool ? (iv != 0) : iv;
-  }
-  return true;
-}
-
 // Checks one returned tensor against result buffer `k` of the allocated results: it must be
 // that buffer (FromEnvAlloc), or -- on CPU -- a tensor of its shape, copied into it.
 bool TakeResult(const OpPlan& plan, Rets* rets, DLDevice device, int32_t k, TPAny* value, std::string* error) {
@@ -590,7 +572,17 @@ inline __attribute__((always_inline)) bool RunFast(CallFrame* frame, const OpPla
           a.v_float64 = *static_cast<const double*>(scalar->value);
           break;
         }
-        if (!ScalarArg(p.kind, scalar, &a)) return false;
+        int64_t iv = 0;
+        double dv = 0;
+        bool is_float = false;
+        if (!ScalarValue(scalar, &iv, &dv, &is_float) || (is_float && p.kind != kTPFloat)) return false;
+        if (p.kind == kTPFloat) {
+          a.type_index = kTPFloat;
+          a.v_float64 = is_float ? dv : static_cast<double>(iv);
+        } else {
+          a.type_index = p.kind == kTPBool ? kTPBool : kTPInt;
+          a.v_int64 = p.kind == kTPBool ? (iv != 0) : iv;
+        }
         break;
       }
       default:  // kNone (RunOp sends other sources to the general path)
