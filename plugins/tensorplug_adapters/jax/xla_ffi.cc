@@ -377,7 +377,8 @@ inline __attribute__((always_inline)) bool LendResults(const OpPlan& plan, const
     t.byte_offset = 0;
     return true;
   };
-  // One result, the common case, without the loop's bookkeeping (about 15 instructions).
+  // One result, the common case, without the loop: its bookkeeping and register pressure cost
+  // the handler 29 instructions per call (benchmarks/README.md, issue 41 fourth pass).
   if (plan.n_alloc == 1) return lend(0);
   for (int32_t k = 0; k < plan.n_alloc; ++k) {
     if (!lend(k)) return false;
