@@ -84,6 +84,18 @@ tp::Tensor allocates_twice(tp::TensorView x) {
   return y;
 }
 
+// Destination passing that also asks FromEnvAlloc for a scratch tensor: eagerly the
+// caller's allocator gives one; inside jax.jit the op declares no result, so XLA has none.
+// `note` (a str, an attribute the handler's fast path does not take) sends the second op
+// of it through the general path.
+void scratch_into(tp::TensorView x, tp::MutableView out, std::string note) {
+  tp::Tensor scratch = tp::Tensor::FromEnvAlloc(x.shape(), x.dtype(), x.device());
+  float* s = scratch.mutable_data_ptr<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) s[i] = 2 * x.data_ptr<float>()[i];
+  for (int64_t i = 0; i < x.numel(); ++i) out.mutable_data_ptr<float>()[i] = s[i] + static_cast<float>(note.size());
+}
+void scratch_into_fast(tp::TensorView x, tp::MutableView out) { scratch_into(x, out, ""); }
+
 // Host memory of the kernel's own (for own_buffer).
 struct HeapAlloc {
   void AllocData(DLTensor* t) {
@@ -118,7 +130,7 @@ tp::Tensor shared_counts(tp::TensorView x) {
 """
 
 FUNCTIONS = ["axpy", "outer_range", "shift_and_scale", "scale", "checked_sqrt", "allocates_twice", "own_buffer",
-             "shared_counts"]
+             "shared_counts", "scratch_into", "scratch_into_fast"]
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +153,8 @@ def ops(mod):
         "allocates_twice": tensorplug.op("tpjax::allocates_twice", mod.allocates_twice, returns=like_x),
         "own_buffer": tensorplug.op("tpjax::own_buffer", mod.own_buffer, returns=like_x),
         "shared_counts": tensorplug.op("tpjax::shared_counts", mod.shared_counts, returns=like_x),
+        "scratch_into": tensorplug.op("tpjax::scratch_into", mod.scratch_into),
+        "scratch_into_fast": tensorplug.op("tpjax::scratch_into_fast", mod.scratch_into_fast),
         # A rule that disagrees with what the kernel allocates: (n, x.shape[0]) for (x.shape[0], n).
         "bad_rule": tensorplug.op("tpjax::outer_range_bad_rule", mod.outer_range,
                                   returns=tensorplug.Output(("n", "x.shape[0]"), "x")),
@@ -360,6 +374,22 @@ def test_one_allocation_too_many_names_the_op(ops):
                                             r"\(float32\[2\]\) is one more than the 1 result\(s\) its shape rule "
                                             r"declares")):
         np.asarray(jax.jit(ops["allocates_twice"])(jnp.asarray(f32(1, 2))))
+
+
+@pytest.mark.parametrize("name, extra", [("scratch_into_fast", ()), ("scratch_into", ("abc",))])
+def test_allocation_in_a_destination_passing_op_names_the_op(ops, name, extra):
+    # Eagerly the scratch tensor comes from the caller's allocator, and the op works.
+    out = np.zeros(2, np.float32)
+    ops[name](f32(1, 2), out, *extra)
+    np.testing.assert_array_equal(out, f32(2, 4) + len("".join(extra)))
+    # Inside jax.jit the op declares no result, so there is no XLA buffer to give: refused,
+    # with the op's name, whichever path of the handler (fast, or general for a str) runs.
+    with raises_xla_error(rf"tpjax::{name}\(\): ValueError: cannot allocate 8 bytes \(shape \[2\]\) on cpu:0: "
+                          r"the op's shape rule declares no result, and inside jax.jit Tensor::FromEnvAlloc "
+                          r"can only hand out XLA's result buffers"):
+        np.asarray(jax.jit(lambda x, o: ops[name](x, o, *extra))(jnp.asarray(f32(1, 2)), jnp.zeros(2, jnp.float32)))
+    # The refusal left the thread's env as it was: an allocating op runs next.
+    np.testing.assert_allclose(np.asarray(jax.jit(ops["checked_sqrt"])(jnp.asarray(f32(4)))), f32(2))
 
 
 def test_traced_scalar_argument_is_a_type_error(ops):

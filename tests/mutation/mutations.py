@@ -529,4 +529,20 @@ MUTATIONS = [
              "  if (plan.n_alloc == 1) return lend(0);\n", "  return lend(0);\n",
              ("tests/jax/test_op_jax.py", "-k", "two_results"),
              "an op allocating two results inside XLA gets the second lent slot as a previous call left it"),
+    # ---- issue 41 item 7: a destination-passing op binds a refusing allocator, not a lent list ----
+    Mutation("xla-fast-destination-binds-no-allocator", "plugins/tensorplug_adapters/jax/xla_ffi.cc",
+             "    const TPPlanBinding binding{device, stream, RefuseUndeclaredResult, nullptr};\n"
+             "    rc = TPPlanInvoke(plan.plan, args, &binding, nullptr, &result);\n",
+             "    const TPPlanBinding binding{device, stream, nullptr, nullptr};\n"
+             "    rc = TPPlanInvoke(plan.plan, args, &binding, nullptr, &result);\n",
+             ("tests/jax/test_op_jax.py", "-k", "destination_passing_op_names"),
+             "a destination-passing op's FromEnvAlloc inside jax.jit gets malloc'd memory from XLA's thread "
+             "instead of an error naming the op"),
+    Mutation("xla-general-destination-binds-no-allocator", "plugins/tensorplug_adapters/jax/xla_ffi.cc",
+             "    const TPPlanBinding binding{device, stream, RefuseUndeclaredResult, nullptr};\n"
+             "    const int rc = TPPlanInvoke(plan.plan, args.data, &binding, nullptr, &result);\n",
+             "    const TPPlanBinding binding{device, stream, nullptr, nullptr};\n"
+             "    const int rc = TPPlanInvoke(plan.plan, args.data, &binding, nullptr, &result);\n",
+             ("tests/jax/test_op_jax.py", "-k", "destination_passing_op_names"),
+             "the general path of the handler lets a destination-passing op allocate inside jax.jit"),
 ]

@@ -75,6 +75,14 @@ struct ParamPlan {
   std::string name;
 };
 
+// A parameter RunFast passes as a view of one XLA buffer.
+struct FastView {
+  int32_t param;        // its position among the function's arguments
+  int32_t index;        // XLA argument `index`, or result `index` when written
+  uint32_t view_flags;  // ParamPlan::view_flags
+  bool written;         // Source::kOutput
+};
+
 struct OpPlan {
   std::string name;  // the plan's key (its XLA target's name): "ns::op" or "ns::op/without:...", ...
   std::string op;    // the op's name, for messages
@@ -91,6 +99,11 @@ struct OpPlan {
   // The fast path (RunFast): every parameter a view of one buffer, a numeric scalar
   // attribute or None, at most kFastParams of them and kFastAlloc allocated results.
   bool fast;
+  // RunFast's parameters grouped by source, each group in parameter order: one short loop
+  // per group instead of a switch per parameter (the views' loop is the hot one).
+  std::vector<FastView> fast_views;
+  std::vector<int32_t> fast_attrs;  // parameter indices
+  std::vector<int32_t> fast_nones;
 };
 
 // Limits of the fast path: its arrays live in the handler's frame at fixed sizes. Calls
@@ -350,6 +363,19 @@ int RefuseRequest(TPLentTensors* lent, const DLTensor* prototype) noexcept {
   }
 }
 
+// The allocator bound while an op that declares no result runs (destination passing): XLA
+// has no buffer for a Tensor::FromEnvAlloc request, and inside jax.jit there is nothing
+// else to give (the plan's error names the op). A plain function, so that the common call
+// binds it without a lent list to build.
+int RefuseUndeclaredResult(DLTensor*, DLManagedTensorVersioned** out, void* error_ctx,
+                           void (*set_error)(void*, const char*, const char*)) {
+  *out = nullptr;
+  set_error(error_ctx, "ValueError",
+            "the op's shape rule declares no result, and inside jax.jit Tensor::FromEnvAlloc "
+            "can only hand out XLA's result buffers");
+  return -1;
+}
+
 // Fill `block`'s slots with the call's allocated results (XLA's result buffers after the
 // written parameters'), before the function runs. False when one has an element type
 // without a DLPack equivalent or more than `max_rank` dimensions (nothing lent then).
@@ -456,7 +482,7 @@ Error* MismatchError(const Api* api, const OpPlan& plan, const CallFrame* frame)
 
 // After the function ran: its error, or its results checked against XLA's result buffers
 // (the function's tensors must be those buffers, in order).
-Error* FinishCall(const Api* api, const OpPlan& plan, CallFrame* frame, DLDevice device, int rc, const XlaCall& call,
+Error* FinishCall(const Api* api, const OpPlan& plan, CallFrame* frame, DLDevice device, int rc, bool refused,
                   TPAny* result_ptr) {
   TPAny& result = *result_ptr;
   if (rc != 0) {
@@ -469,8 +495,8 @@ Error* FinishCall(const Api* api, const OpPlan& plan, CallFrame* frame, DLDevice
     const std::string prefix = plan.op + "(): ";
     std::string text = message;
     const bool prefixed = text.compare(0, prefix.size(), prefix) == 0;
-    if (prefixed) text = call.refused ? text.substr(prefix.size()) : prefix + kind + ": " + text.substr(prefix.size());
-    if (call.refused) {
+    if (prefixed) text = refused ? text.substr(prefix.size()) : prefix + kind + ": " + text.substr(prefix.size());
+    if (refused) {
       Error* error = MakeError(api, kErrorInvalidArgument, text);
       TPErrorClear();
       return error;
@@ -515,7 +541,7 @@ Error* FinishCall(const Api* api, const OpPlan& plan, CallFrame* frame, DLDevice
 
 // The fast path for plans whose parameters are all buffer views, numeric scalar attributes
 // or None (RunOp checked the call's sizes against the plan): fixed arrays in the frame, one
-// pass over the parameters, no strings. Returns false, having called nothing, when the call
+// loop per kind of parameter (OpPlan::fast_views), no strings. Returns false, having called nothing, when the call
 // needs the general path (an element type without a DLPack equivalent, a buffer of more
 // than kFastRank dimensions, an attribute of another type): that path reports the error.
 inline __attribute__((always_inline)) bool RunFast(CallFrame* frame, const OpPlan& plan, DLDevice device,
@@ -523,84 +549,74 @@ inline __attribute__((always_inline)) bool RunFast(CallFrame* frame, const OpPla
   TPAny args[kFastParams];
   DLTensor views[kFastParams];
   int64_t strides[kFastParams * kFastRank];
-  const int32_t n = plan.n_params;
-  const ParamPlan* params = plan.params.data();
   int64_t* next_strides = strides;
   int64_t unit_stride = 1;
-  for (int32_t i = 0; i < n; ++i) {
-    const ParamPlan& p = params[i];
+  void* const* const arg_buffers = frame->args.args;
+  void* const* const ret_buffers = frame->rets.rets;
+  DLTensor* view = views;
+  for (const FastView& v : plan.fast_views) {
+    const Buffer* buffer = static_cast<const Buffer*>(v.written ? ret_buffers[v.index] : arg_buffers[v.index]);
+    const DTypeEntry* entry = FromXla(buffer->dtype);
+    const int64_t rank = buffer->rank;
+    if (entry == nullptr || static_cast<uint64_t>(rank) > static_cast<uint64_t>(kFastRank)) return false;
+    // One dimension: its compact stride is 1 whatever its extent (one shared entry).
+    int64_t* view_strides = &unit_stride;
+    if (rank > 1) {
+      view_strides = next_strides;
+      FillStrides(rank, buffer->dims, view_strides);
+      next_strides += rank;
+    }
+    view->data = buffer->data;
+    view->device = device;
+    view->ndim = static_cast<int32_t>(rank);
+    view->dtype = entry->dl;
+    view->shape = buffer->dims;
+    view->strides = view_strides;
+    view->byte_offset = 0;
+    TPAny& a = args[v.param];
+    a.type_index = kTPDLTensorPtr;
+    a.flags = v.view_flags;
+    a.v_dltensor = view;
+    ++view;
+  }
+  for (const int32_t i : plan.fast_attrs) {
+    const ParamPlan& p = plan.params[i];
     TPAny& a = args[i];
-    switch (p.source) {
-      case Source::kInput:
-      case Source::kOutput: {
-        const bool written = p.source == Source::kOutput;
-        const Buffer* buffer =
-            static_cast<const Buffer*>(written ? frame->rets.rets[p.index] : frame->args.args[p.index]);
-        const DTypeEntry* entry = FromXla(buffer->dtype);
-        const int64_t rank = buffer->rank;
-        if (entry == nullptr || static_cast<uint64_t>(rank) > static_cast<uint64_t>(kFastRank)) return false;
-        // One dimension: its compact stride is 1 whatever its extent (one shared entry).
-        int64_t* view_strides = &unit_stride;
-        if (rank > 1) {
-          view_strides = next_strides;
-          FillStrides(rank, buffer->dims, view_strides);
-          next_strides += rank;
-        }
-        DLTensor& view = views[i];
-        view.data = buffer->data;
-        view.device = device;
-        view.ndim = static_cast<int32_t>(rank);
-        view.dtype = entry->dl;
-        view.shape = buffer->dims;
-        view.strides = view_strides;
-        view.byte_offset = 0;
-        a.type_index = kTPDLTensorPtr;
-        a.flags = p.view_flags;
-        a.v_dltensor = &views[i];
-        break;
-      }
-      case Source::kAttr: {
-        const int32_t slot = p.attr_slot;
-        const ByteSpan* attr_name = frame->attrs.names[slot];
-        if (frame->attrs.types[slot] != kAttrScalar || attr_name->len != p.attr.size() ||
-            attr_name->ptr[0] != p.attr.front() || attr_name->ptr[attr_name->len - 1] != p.attr.back()) {
-          return false;
-        }
-        const auto* scalar = static_cast<const Scalar*>(frame->attrs.attrs[slot]);
-        a.flags = 0;
-        if (p.kind == kTPFloat && scalar->dtype == kF64) {  // what jax passes for a Python float
-          a.type_index = kTPFloat;
-          a.v_float64 = *static_cast<const double*>(scalar->value);
-          break;
-        }
-        int64_t iv = 0;
-        double dv = 0;
-        bool is_float = false;
-        if (!ScalarValue(scalar, &iv, &dv, &is_float) || (is_float && p.kind != kTPFloat)) return false;
-        if (p.kind == kTPFloat) {
-          a.type_index = kTPFloat;
-          a.v_float64 = is_float ? dv : static_cast<double>(iv);
-        } else {
-          a.type_index = p.kind == kTPBool ? kTPBool : kTPInt;
-          a.v_int64 = p.kind == kTPBool ? (iv != 0) : iv;
-        }
-        break;
-      }
-      default:  // kNone (RunOp sends other sources to the general path)
-        a = TPAny{};
-        break;
+    const int32_t slot = p.attr_slot;
+    const ByteSpan* attr_name = frame->attrs.names[slot];
+    if (frame->attrs.types[slot] != kAttrScalar || attr_name->len != p.attr.size() ||
+        attr_name->ptr[0] != p.attr.front() || attr_name->ptr[attr_name->len - 1] != p.attr.back()) {
+      return false;
+    }
+    const auto* scalar = static_cast<const Scalar*>(frame->attrs.attrs[slot]);
+    a.flags = 0;
+    if (p.kind == kTPFloat && scalar->dtype == kF64) {  // what jax passes for a Python float
+      a.type_index = kTPFloat;
+      a.v_float64 = *static_cast<const double*>(scalar->value);
+      continue;
+    }
+    int64_t iv = 0;
+    double dv = 0;
+    bool is_float = false;
+    if (!ScalarValue(scalar, &iv, &dv, &is_float) || (is_float && p.kind != kTPFloat)) return false;
+    if (p.kind == kTPFloat) {
+      a.type_index = kTPFloat;
+      a.v_float64 = is_float ? dv : static_cast<double>(iv);
+    } else {
+      a.type_index = p.kind == kTPBool ? kTPBool : kTPInt;
+      a.v_int64 = p.kind == kTPBool ? (iv != 0) : iv;
     }
   }
+  for (const int32_t i : plan.fast_nones) args[i] = TPAny{};
   TPAny result;
   result.type_index = kTPNone;
   int rc;
   if (plan.n_alloc == 0) {
-    XlaCall call(&plan, nullptr, 0);
-    const TPPlanBinding binding{device, stream, nullptr, &call};
+    const TPPlanBinding binding{device, stream, RefuseUndeclaredResult, nullptr};
     rc = TPPlanInvoke(plan.plan, args, &binding, nullptr, &result);
     // Destination passing, the common case: nothing returned, nothing to check.
     *error = rc == 0 && result.type_index == kTPNone ? nullptr
-                                                      : FinishCall(frame->api, plan, frame, device, rc, call, &result);
+                                                      : FinishCall(frame->api, plan, frame, device, rc, false, &result);
     return true;
   }
   LentLease lease(plan.n_alloc);
@@ -612,7 +628,7 @@ inline __attribute__((always_inline)) bool RunFast(CallFrame* frame, const OpPla
   // lent it (lent: nothing to release).
   *error = rc == 0 && result.type_index == kTPTensor && plan.n_alloc == 1 && result.v_tensor == &lease.block->slots[0]
                ? nullptr
-               : FinishCall(frame->api, plan, frame, device, rc, call, &result);
+               : FinishCall(frame->api, plan, frame, device, rc, call.refused, &result);
   return true;
 }
 
@@ -842,6 +858,13 @@ Error* RunGeneral(CallFrame* frame, const OpPlan& plan, DLDevice device, void* s
     }
   }
 
+  TPAny result;
+  result.type_index = kTPNone;
+  if (plan.n_alloc == 0) {  // destination passing: nothing to lend (RunFast's comment)
+    const TPPlanBinding binding{device, stream, RefuseUndeclaredResult, nullptr};
+    const int rc = TPPlanInvoke(plan.plan, args.data, &binding, nullptr, &result);
+    return FinishCall(api, plan, frame, device, rc, false, &result);
+  }
   LentLease lease(plan.n_alloc);
   if (!LendResults(plan, frame->rets, device, TP_MAX_NDIM, lease.block)) {
     for (size_t i = 0; i < n; ++i) TPAnyRelease(&args.data[i]);
@@ -856,12 +879,10 @@ Error* RunGeneral(CallFrame* frame, const OpPlan& plan, DLDevice device, void* s
     return MakeError(api, kErrorInternal, "op '" + plan.op + "': its results could not be lent");
   }
   XlaCall& call = CallOf(lease.block, plan);
-  TPAny result;
-  result.type_index = kTPNone;
   const TPPlanBinding binding{device, stream, nullptr, &call};
   const int rc = TPPlanInvoke(plan.plan, args.data, &binding, nullptr, &result);
   // kTPTensor arguments were moved into the callee; views own nothing.
-  return FinishCall(api, plan, frame, device, rc, call, &result);
+  return FinishCall(api, plan, frame, device, rc, call.refused, &result);
 }
 
 // The handlers XLA calls: no C++ exception may cross into XLA.
@@ -996,10 +1017,14 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
     if (p.source == Source::kAttr) p.attr_slot = slot_of(p.attr);
   plan->n_params = static_cast<int32_t>(plan->params.size());
   plan->fast = plan->params.size() <= static_cast<size_t>(kFastParams) && n_alloc <= kFastAlloc;
-  for (const ParamPlan& p : plan->params) {
+  for (int32_t i = 0; i < plan->n_params; ++i) {
+    const ParamPlan& p = plan->params[i];
     const bool view = (p.source == Source::kInput || p.source == Source::kOutput) && p.kind == kTPDLTensorPtr;
     const bool scalar = p.source == Source::kAttr && (p.kind == kTPFloat || p.kind == kTPInt || p.kind == kTPBool);
     plan->fast = plan->fast && (view || scalar || p.source == Source::kNone);
+    if (view) plan->fast_views.push_back(FastView{i, p.index, p.view_flags, p.source == Source::kOutput});
+    if (scalar) plan->fast_attrs.push_back(i);
+    if (p.source == Source::kNone) plan->fast_nones.push_back(i);
   }
   if (n_plan_params != plan->n_params) {
     PyErr_Format(PyExc_ValueError, "xla_ffi_define(): the plan of '%s' has %d parameters, the call form %d", name,
