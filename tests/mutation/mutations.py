@@ -530,11 +530,9 @@ MUTATIONS = [
              ("tests/jax/test_op_jax.py", "-k", "two_results"),
              "an op allocating two results inside XLA gets the second lent slot as a previous call left it"),
     # ---- issue 41 item 7: a destination-passing op binds a refusing allocator, not a lent list ----
-    Mutation("xla-fast-destination-binds-no-allocator", "plugins/tensorplug_adapters/jax/xla_ffi.cc",
-             "    const TPPlanBinding binding{device, stream, RefuseUndeclaredResult, nullptr};\n"
-             "    rc = TPPlanInvoke(plan.plan, args, &binding, nullptr, &result);\n",
-             "    const TPPlanBinding binding{device, stream, nullptr, nullptr};\n"
-             "    rc = TPPlanInvoke(plan.plan, args, &binding, nullptr, &result);\n",
+    Mutation("xla-cpu-destination-binds-no-allocator", "plugins/tensorplug_adapters/jax/xla_ffi.cc",
+             "  TPPlanBinding cpu_destination_binding{{kDLCPU, 0}, nullptr, RefuseUndeclaredResult, nullptr};\n",
+             "  TPPlanBinding cpu_destination_binding{{kDLCPU, 0}, nullptr, nullptr, nullptr};\n",
              ("tests/jax/test_op_jax.py", "-k", "destination_passing_op_names"),
              "a destination-passing op's FromEnvAlloc inside jax.jit gets malloc'd memory from XLA's thread "
              "instead of an error naming the op"),

@@ -7,9 +7,9 @@
 // is defined from Python by xla_ffi_define before the op is traced. Per call the handler
 // turns XLA buffers into DLTensor views (no copy), attributes into scalars, binds XLA's
 // stream as the env stream and lends XLA's result buffers to the function's
-// Tensor::FromEnvAlloc requests in order (TPEnvLend), calls the function through the C
-// ABI, and checks what it returned. It runs on XLA's threads without the GIL and touches
-// no Python object.
+// Tensor::FromEnvAlloc requests in order (an op that declares none binds an allocator that
+// refuses them), calls the function through the call plan, and checks what it returned.
+// It runs on XLA's threads without the GIL and touches no Python object.
 //
 // Over 500 lines: the plan registry, the lent results, the per-call conversion and the
 // handler's error reporting share the plan's layout and are read together; the XLA types
@@ -75,12 +75,26 @@ struct ParamPlan {
   std::string name;
 };
 
+int RefuseUndeclaredResult(DLTensor*, DLManagedTensorVersioned** out, void* error_ctx,
+                           void (*set_error)(void*, const char*, const char*));
+
 // A parameter RunFast passes as a view of one XLA buffer.
 struct FastView {
   int32_t param;        // its position among the function's arguments
   int32_t index;        // XLA argument `index`, or result `index` when written
   uint32_t view_flags;  // ParamPlan::view_flags
   bool written;         // Source::kOutput
+};
+
+// A parameter RunFast passes as a numeric scalar attribute. The attribute's name is
+// recognized by its length and end bytes (XLA sorts names; the plan knows them all).
+struct FastAttr {
+  int32_t param;  // its position among the function's arguments
+  int32_t slot;   // ParamPlan::attr_slot
+  int32_t kind;   // kTPFloat, kTPInt or kTPBool
+  uint32_t name_size;
+  char name_first;
+  char name_last;
 };
 
 struct OpPlan {
@@ -102,8 +116,10 @@ struct OpPlan {
   // RunFast's parameters grouped by source, each group in parameter order: one short loop
   // per group instead of a switch per parameter (the views' loop is the hot one).
   std::vector<FastView> fast_views;
-  std::vector<int32_t> fast_attrs;  // parameter indices
-  std::vector<int32_t> fast_nones;
+  std::vector<FastAttr> fast_attrs;
+  std::vector<int32_t> fast_nones;  // parameter indices
+  // What a destination-passing call on the CPU binds: the same every call (no stream).
+  TPPlanBinding cpu_destination_binding{{kDLCPU, 0}, nullptr, RefuseUndeclaredResult, nullptr};
 };
 
 // Limits of the fast path: its arrays live in the handler's frame at fixed sizes. Calls
@@ -284,7 +300,7 @@ inline XlaCall& CallOf(LentBlock* block, const OpPlan& plan) {
 // A block of at least `n` slots for one call, free again when the call is over.
 struct LentLease {
   LentBlock* block;
-  explicit LentLease(int32_t n) {
+  __attribute__((always_inline)) explicit LentLease(int32_t n) {
     block = tls_lent_blocks;
     if (__builtin_expect(block == nullptr || block->in_use || block->capacity < n, 0)) {
       block = AcquireLentBlockSlow(n);
@@ -551,11 +567,11 @@ inline __attribute__((always_inline)) bool RunFast(CallFrame* frame, const OpPla
   int64_t strides[kFastParams * kFastRank];
   int64_t* next_strides = strides;
   int64_t unit_stride = 1;
-  void* const* const arg_buffers = frame->args.args;
-  void* const* const ret_buffers = frame->rets.rets;
+  // Indexed by FastView::written: a load where a branch would pick the array.
+  void* const* const buffers[2] = {frame->args.args, frame->rets.rets};
   DLTensor* view = views;
   for (const FastView& v : plan.fast_views) {
-    const Buffer* buffer = static_cast<const Buffer*>(v.written ? ret_buffers[v.index] : arg_buffers[v.index]);
+    const Buffer* buffer = static_cast<const Buffer*>(buffers[v.written][v.index]);
     const DTypeEntry* entry = FromXla(buffer->dtype);
     const int64_t rank = buffer->rank;
     if (entry == nullptr || static_cast<uint64_t>(rank) > static_cast<uint64_t>(kFastRank)) return false;
@@ -579,13 +595,12 @@ inline __attribute__((always_inline)) bool RunFast(CallFrame* frame, const OpPla
     a.v_dltensor = view;
     ++view;
   }
-  for (const int32_t i : plan.fast_attrs) {
-    const ParamPlan& p = plan.params[i];
-    TPAny& a = args[i];
-    const int32_t slot = p.attr_slot;
+  for (const FastAttr& p : plan.fast_attrs) {
+    TPAny& a = args[p.param];
+    const int32_t slot = p.slot;
     const ByteSpan* attr_name = frame->attrs.names[slot];
-    if (frame->attrs.types[slot] != kAttrScalar || attr_name->len != p.attr.size() ||
-        attr_name->ptr[0] != p.attr.front() || attr_name->ptr[attr_name->len - 1] != p.attr.back()) {
+    if (frame->attrs.types[slot] != kAttrScalar || attr_name->len != p.name_size ||
+        attr_name->ptr[0] != p.name_first || attr_name->ptr[attr_name->len - 1] != p.name_last) {
       return false;
     }
     const auto* scalar = static_cast<const Scalar*>(frame->attrs.attrs[slot]);
@@ -608,12 +623,13 @@ inline __attribute__((always_inline)) bool RunFast(CallFrame* frame, const OpPla
     }
   }
   for (const int32_t i : plan.fast_nones) args[i] = TPAny{};
-  TPAny result;
-  result.type_index = kTPNone;
+  TPAny result;  // TPPlanInvoke sets it first
   int rc;
   if (plan.n_alloc == 0) {
     const TPPlanBinding binding{device, stream, RefuseUndeclaredResult, nullptr};
-    rc = TPPlanInvoke(plan.plan, args, &binding, nullptr, &result);
+    // Run<kDevice> inlines this: the CPU's test folds away, and its call stores no binding.
+    rc = TPPlanInvoke(plan.plan, args, device.device_type == kDLCPU ? &plan.cpu_destination_binding : &binding,
+                      nullptr, &result);
     // Destination passing, the common case: nothing returned, nothing to check.
     *error = rc == 0 && result.type_index == kTPNone ? nullptr
                                                       : FinishCall(frame->api, plan, frame, device, rc, false, &result);
@@ -1023,7 +1039,10 @@ PyObject* DefinePy(PyObject*, PyObject* args) {
     const bool scalar = p.source == Source::kAttr && (p.kind == kTPFloat || p.kind == kTPInt || p.kind == kTPBool);
     plan->fast = plan->fast && (view || scalar || p.source == Source::kNone);
     if (view) plan->fast_views.push_back(FastView{i, p.index, p.view_flags, p.source == Source::kOutput});
-    if (scalar) plan->fast_attrs.push_back(i);
+    if (scalar) {
+      plan->fast_attrs.push_back(FastAttr{i, p.attr_slot, p.kind, static_cast<uint32_t>(p.attr.size()),
+                                          p.attr.front(), p.attr.back()});
+    }
     if (p.source == Source::kNone) plan->fast_nones.push_back(i);
   }
   if (n_plan_params != plan->n_params) {
