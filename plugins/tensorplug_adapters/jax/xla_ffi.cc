@@ -198,8 +198,8 @@ struct alignas(void*) LentScratch {
 };
 
 // ------------------------------------------------------- the call in flight ----
-// One per handler invocation: the result buffers lent to the kernel's FromEnvAlloc
-// requests (TPEnvLend), and what a refusal's message needs.
+// One per call of an op that allocates results: the result buffers lent to the kernel's
+// FromEnvAlloc requests (TPEnvLend), and what a refusal's message needs.
 int RefuseRequest(TPLentTensors* lent, const DLTensor* prototype) noexcept;
 struct XlaCall : TPLentTensors {
   const OpPlan* plan = nullptr;
